@@ -1,0 +1,36 @@
+# ownerjournal — see README.md. The two set-up commands are `make demo` and
+# `make test`; both install what they need (tmux, npm packages) or fail with a
+# message that says what is missing.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+BIN := $(CURDIR)/bin
+
+.PHONY: all build test vet fuzz prereqs tmux
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+vet:
+	test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed" >&2; exit 1; }
+	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
+
+# tmux is a real prerequisite of the tests and the demo: install it when it is
+# missing, fail loudly when that is impossible.
+tmux:
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "tmux not found: installing it with apt-get" >&2; \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; } \
+	  || { echo "error: tmux is required and could not be installed; install tmux and retry" >&2; exit 1; }; }
+
+prereqs: tmux
+
+test: prereqs vet
+	$(GO) test -race -count=1 ./...
+
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./owner
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./journal

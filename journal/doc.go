@@ -1,0 +1,41 @@
+// Package journal keeps the owner records of one run in a private runtime
+// directory, the root.
+//
+// A root is a directory owned by the effective UID with mode 0700. [Open]
+// refuses a root (or a default base, see [DefaultBase]) that is a symlink,
+// is owned by another user or is accessible to group or others; it never
+// repairs one. After validation every file operation inside the root goes
+// through the root's directory descriptor ([os.Root], openat(2) with
+// O_NOFOLLOW on final components), so a symlink swapped in later cannot
+// redirect a read, a write or a delete. The process's working directory is
+// never changed.
+//
+// Layout of a root:
+//
+//	lock       flock(2): shared for admissions, exclusive for teardown
+//	closing    marker: present once teardown has begun
+//	records/   one JSON file per owned subject, <id>.json
+//	leases/    one file per live participant, exclusively flocked
+//	...        sockets and scratch paths the records name
+//
+// Guarantees: a record is published atomically (temp file in records/,
+// fsync, rename, fsync of records/; [renameio]), so it is never visible
+// half-written under its final name. A writer killed mid-publish leaves at
+// most a temp file whose name carries the writer's identity. A record is
+// believed only after the file checks of [Root.Scan] and strict decoding;
+// anything else is reported as a [CorruptError] and never acted on.
+//
+// Creation gate: resources are created inside an [Admission] (a shared lock
+// on the root's lock file). Teardown marks the root closing, then takes the
+// exclusive lock, which waits for every admitted creator; new admissions then
+// fail with [ErrClosing].
+//
+// Caveats: rename is not atomic on NFS, and flock(2) is advisory and may be
+// emulated on network filesystems: a root belongs on a local filesystem
+// (the defaults, $XDG_RUNTIME_DIR and /tmp, are). Lock files are opened by
+// path (gofrs/flock) and then checked to be the entry inside the validated
+// root's descriptor. Unix socket connects are path based; the root is private,
+// so no other user can swap an entry inside it.
+//
+// A *Root is safe for concurrent use by multiple goroutines.
+package journal

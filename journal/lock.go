@@ -1,0 +1,314 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/ownerjournal/ownerjournal/owner"
+)
+
+// lockRetry is how often a contended flock is retried while a context
+// allows (gofrs/flock's TryLockContext).
+const lockRetry = 5 * time.Millisecond
+
+// newFlock opens name inside the root by path with O_NOFOLLOW. Go opens every
+// file close-on-exec, so a child the caller starts never inherits the lock.
+func (r *Root) newFlock(name string, create bool) *flock.Flock {
+	flag := os.O_RDONLY | syscall.O_NOFOLLOW
+	if create {
+		flag |= os.O_CREATE
+	}
+	return flock.New(filepath.Join(r.path, name), flock.SetFlag(flag), flock.SetPermissions(0o600))
+}
+
+// checkLockFile verifies that the file fl has open is the entry name inside
+// the root's descriptor, a regular file of ours, so a path swapped after
+// validation cannot hand us another file's lock.
+func (r *Root) checkLockFile(fl *flock.Flock, name string) error {
+	got, err := fl.Stat()
+	if err != nil {
+		return fmt.Errorf("journal: %s: %w", fl.Path(), err)
+	}
+	want, err := r.dir.Lstat(name)
+	if err != nil || !os.SameFile(got, want) || !r.linked() {
+		return fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+	}
+	if st, ok := got.Sys().(*syscall.Stat_t); !got.Mode().IsRegular() || !ok || int(st.Uid) != geteuid() {
+		return &UnsafeError{fl.Path(), "lock file is not a regular file of ours"}
+	}
+	return nil
+}
+
+// Admission is a granted permission to create resources in a root. While it
+// is held, teardown waits. Done releases it; Done is idempotent.
+type Admission struct {
+	r    *Root
+	done bool
+}
+
+// Admit grants an admission: a shared lock on the root's lock file, then a
+// check that the root is not closing. It waits while a teardown holds the
+// exclusive lock, up to ctx. It returns an error wrapping [ErrClosing] when
+// the root is closing or was removed.
+//
+// Admissions of one Root share one lock; a process must not take the
+// exclusive lock ([Root.LockExclusive]) through a Root while holding an
+// admission through it.
+func (r *Root) Admit(ctx context.Context) (*Admission, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sharedN == 0 {
+		// Never O_CREAT: the lock file is made by Open, and a missing one
+		// means the root was removed.
+		fl := r.newFlock(lockName, false)
+		ok, err := fl.TryRLockContext(ctx, lockRetry)
+		if err != nil || !ok {
+			fl.Close()
+			if err == nil {
+				err = ctx.Err()
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+			}
+			return nil, fmt.Errorf("journal: admission to %s: %w", r.path, err)
+		}
+		if err := r.checkLockFile(fl, lockName); err != nil {
+			fl.Close()
+			return nil, err
+		}
+		r.shared = fl
+	}
+	closing, err := r.closing()
+	if err == nil && closing {
+		err = fmt.Errorf("journal: %s: %w", r.path, ErrClosing)
+	}
+	if err != nil {
+		if r.sharedN == 0 {
+			r.shared.Close()
+			r.shared = nil
+		}
+		return nil, err
+	}
+	r.sharedN++
+	return &Admission{r: r}, nil
+}
+
+// Done releases the admission.
+func (a *Admission) Done() {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.done {
+		return
+	}
+	a.done = true
+	if r.sharedN--; r.sharedN == 0 && r.shared != nil {
+		r.shared.Close()
+		r.shared = nil
+	}
+}
+
+// Publish publishes rec under this admission; it succeeds even after the
+// root started closing, so an admitted creator can record what it created.
+func (a *Admission) Publish(rec *Record) error { return a.r.publish(rec) }
+
+func (r *Root) closing() (bool, error) {
+	_, err := r.dir.Lstat(closingName)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return !r.linked(), nil
+	}
+	return false, fmt.Errorf("journal: %w", err)
+}
+
+// Closing reports whether teardown has begun (or the root was removed).
+func (r *Root) Closing() (bool, error) { return r.closing() }
+
+// MarkClosing makes new admissions fail with [ErrClosing]. It is the first
+// step of a teardown, before [Root.LockExclusive]. It is idempotent.
+func (r *Root) MarkClosing() error {
+	f, err := r.dir.OpenFile(closingName, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: mark closing: %w", err)
+	}
+	return errors.Join(f.Close(), r.syncDir())
+}
+
+// Exclusive is the teardown lock of a root.
+type Exclusive struct {
+	r  *Root
+	fl *flock.Flock
+}
+
+// LockExclusive takes the exclusive lock on the root, waiting up to ctx for
+// admitted creators to finish. Call [Root.MarkClosing] first, or new
+// admissions can keep it waiting. If the root was removed meanwhile, it
+// returns an error wrapping [ErrClosing].
+func (r *Root) LockExclusive(ctx context.Context) (*Exclusive, error) {
+	r.mu.Lock()
+	held := r.sharedN
+	r.mu.Unlock()
+	if held > 0 {
+		return nil, fmt.Errorf("journal: %s: exclusive lock requested while this process holds %d admission(s)", r.path, held)
+	}
+	fl := r.newFlock(lockName, false)
+	ok, err := fl.TryLockContext(ctx, lockRetry)
+	if err != nil || !ok {
+		fl.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+		}
+		return nil, fmt.Errorf("journal: exclusive lock on %s: %w", r.path, err)
+	}
+	if err := r.checkLockFile(fl, lockName); err != nil {
+		fl.Close()
+		return nil, err
+	}
+	return &Exclusive{r: r, fl: fl}, nil
+}
+
+// TryLockExclusive is LockExclusive without waiting: it returns (nil, nil)
+// when the lock is busy (an admission or another teardown holds it).
+func (r *Root) TryLockExclusive() (*Exclusive, error) {
+	r.mu.Lock()
+	held := r.sharedN
+	r.mu.Unlock()
+	if held > 0 {
+		return nil, nil
+	}
+	fl := r.newFlock(lockName, false)
+	ok, err := fl.TryLock()
+	if err != nil || !ok {
+		fl.Close()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+		}
+		return nil, err
+	}
+	if err := r.checkLockFile(fl, lockName); err != nil {
+		fl.Close()
+		return nil, err
+	}
+	return &Exclusive{r: r, fl: fl}, nil
+}
+
+// Unlock releases the exclusive lock.
+func (x *Exclusive) Unlock() error { return x.fl.Close() }
+
+// Lease is a participant's proof of life: an exclusive flock on
+// leases/<pid>-<starttime>, held for as long as the process lives. The kernel
+// drops it when the process dies, SIGKILL included.
+type Lease struct {
+	r    *Root
+	name string
+	fl   *flock.Flock
+}
+
+// leaseName is the lease file of a participant, relative to the root.
+func leaseName(id owner.Identity) string {
+	return leasesDir + "/" + strconv.Itoa(id.PID) + "-" + strconv.FormatUint(id.StartTime, 10)
+}
+
+// Lease takes (once per Root) the calling process's lease on the root. It is
+// released by [Root.Close] or when the process dies.
+func (r *Root) Lease() (*Lease, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease != nil {
+		return r.lease, nil
+	}
+	self, err := owner.Self()
+	if err != nil {
+		return nil, err
+	}
+	name := leaseName(self)
+	fl := r.newFlock(name, true)
+	ok, err := fl.TryLock()
+	if err != nil || !ok {
+		fl.Close()
+		if err == nil {
+			err = errors.New("already held")
+		}
+		return nil, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
+	}
+	if err := r.checkLockFile(fl, name); err != nil {
+		fl.Close()
+		return nil, err
+	}
+	r.lease = &Lease{r: r, name: name, fl: fl}
+	return r.lease, nil
+}
+
+// release unlinks the lease file while still holding it, then unlocks.
+func (l *Lease) release() error {
+	err := l.r.dir.Remove(l.name)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	return errors.Join(err, l.fl.Close())
+}
+
+// LeaseState is what a participant's lease file says about it.
+type LeaseState int
+
+const (
+	// LeaseNone: no lease file; judge by identity alone.
+	LeaseNone LeaseState = iota
+	// LeaseHeld: the participant is alive (even in another PID namespace).
+	LeaseHeld
+	// LeaseFree: the lease file exists but nobody holds it: the
+	// participant is dead.
+	LeaseFree
+)
+
+// LeaseOf reports the state of the lease of the participant id.
+func (r *Root) LeaseOf(id owner.Identity) (LeaseState, error) {
+	name := leaseName(id)
+	fl := r.newFlock(name, false)
+	defer fl.Close()
+	ok, err := fl.TryRLock()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return LeaseNone, nil
+	case err != nil:
+		return LeaseNone, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
+	case !ok:
+		return LeaseHeld, nil
+	}
+	if err := r.checkLockFile(fl, name); err != nil {
+		return LeaseNone, err
+	}
+	return LeaseFree, nil
+}
+
+// removeFreeLease unlinks a lease file only while holding its lock, so a
+// live participant's lease is never removed.
+func (r *Root) removeFreeLease(name string) (removed bool, err error) {
+	fl := r.newFlock(leasesDir+"/"+name, false)
+	defer fl.Close()
+	ok, err := fl.TryLock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := r.dir.Remove(leasesDir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("journal: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,202 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ownerjournal/ownerjournal/owner"
+)
+
+// SchemaVersion is the record format this package writes and accepts.
+const SchemaVersion = 1
+
+// MaxRecordSize is the largest record file believed (invariant 4).
+const MaxRecordSize = 64 << 10
+
+// Kind says what a record's subject is.
+type Kind string
+
+const (
+	// KindProcess: a process (and, with PGID, its process group).
+	KindProcess Kind = "process"
+	// KindTmux: a tmux server; its sockets are stopped with
+	// `tmux -S SOCKET kill-server` before they are unlinked.
+	KindTmux Kind = "tmux"
+	// KindPath: no process; paths (and sockets) owned by Owner.
+	KindPath Kind = "path"
+)
+
+// Phase is a record's stage in the creation protocol.
+type Phase string
+
+const (
+	// PhaseIntent: published before the resource is created; the subject
+	// may not exist yet, its sockets and paths may.
+	PhaseIntent Phase = "intent"
+	// PhaseLive: the resource exists and the subject identity is final.
+	PhaseLive Phase = "live"
+)
+
+// Record is one owned subject. Sockets and Paths are relative to the root.
+type Record struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	Kind    Kind   `json:"kind"`
+	Label   string `json:"label,omitempty"`
+	// Subject is the process that must not outlive the run; nil for
+	// KindPath and for an intent whose process does not exist yet.
+	Subject *owner.Identity `json:"subject,omitempty"`
+	// Owner is the process responsible for the subject.
+	Owner owner.Identity `json:"owner"`
+	// PGID, when set, equals Subject.PID: the subject leads a process
+	// group that is signalled as a whole through the leader.
+	PGID    int      `json:"pgid,omitempty"`
+	Sockets []string `json:"sockets,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
+	// Cgroup is the absolute path of a cgroup v2 directory that holds the
+	// subject's whole tree.
+	Cgroup  string    `json:"cgroup,omitempty"`
+	Phase   Phase     `json:"phase"`
+	Created time.Time `json:"created"`
+}
+
+var idRE = regexp.MustCompile(`^[0-9]{1,10}-[0-9]{1,20}-[0-9a-f]{8}$`)
+
+// ValidID reports whether id has the form NewID produces.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// NewID returns a fresh record id, "<pid>-<starttime>-<random>" of the
+// writing process: a temp file left by a writer that died mid-publish carries
+// the id and so names its writer.
+func NewID(writer owner.Identity) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%d-%d-%s", writer.PID, writer.StartTime, hex.EncodeToString(b[:]))
+}
+
+// writerOf parses the writer PID and start time out of an id.
+func writerOf(id string) (pid int, start uint64, ok bool) {
+	parts := strings.SplitN(id, "-", 3)
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	p, err1 := strconv.Atoi(parts[0])
+	s, err2 := strconv.ParseUint(parts[1], 10, 64)
+	return p, s, err1 == nil && err2 == nil
+}
+
+// Validate checks a record's fields; it is what decoding enforces beyond
+// JSON syntax.
+func (rec *Record) Validate() error {
+	bad := func(format string, a ...any) error { return fmt.Errorf(format, a...) }
+	switch {
+	case rec.Version != SchemaVersion:
+		return bad("unknown schema version %d (want %d)", rec.Version, SchemaVersion)
+	case !ValidID(rec.ID):
+		return bad("invalid id %q", rec.ID)
+	case rec.Phase != PhaseIntent && rec.Phase != PhaseLive:
+		return bad("invalid phase %q", rec.Phase)
+	case len(rec.Label) > 256:
+		return bad("label longer than 256 bytes")
+	case rec.Owner.PID <= 0:
+		return bad("owner pid %d", rec.Owner.PID)
+	case len(rec.Sockets) > 64 || len(rec.Paths) > 256:
+		return bad("too many sockets or paths")
+	}
+	switch rec.Kind {
+	case KindProcess, KindTmux:
+		if rec.Phase == PhaseLive && rec.Subject == nil {
+			return bad("live %s record without subject", rec.Kind)
+		}
+	case KindPath:
+		if rec.Subject != nil || rec.PGID != 0 {
+			return bad("path record with a subject")
+		}
+	default:
+		return bad("invalid kind %q", rec.Kind)
+	}
+	if rec.Subject != nil && rec.Subject.PID <= 0 {
+		return bad("subject pid %d", rec.Subject.PID)
+	}
+	if rec.PGID != 0 && (rec.Subject == nil || rec.PGID != rec.Subject.PID) {
+		return bad("pgid %d is not the subject's pid", rec.PGID)
+	}
+	for _, s := range rec.Sockets {
+		if err := CheckLocal(s); err != nil {
+			return bad("socket %q is not inside the root", s)
+		}
+		if len(s) > MaxSocketName {
+			return bad("socket name %q longer than %d bytes", s, MaxSocketName)
+		}
+	}
+	for _, p := range rec.Paths {
+		if err := CheckLocal(p); err != nil {
+			return bad("path %q is not inside the root", p)
+		}
+		if reserved(p) {
+			return bad("path %q is the journal's own", p)
+		}
+	}
+	if rec.Cgroup != "" && !validCgroup(rec.Cgroup) {
+		return bad("cgroup %q is not a cgroup v2 directory path", rec.Cgroup)
+	}
+	return nil
+}
+
+// reserved reports whether p is (inside) one of the journal's own entries.
+func reserved(p string) bool {
+	top, _, _ := strings.Cut(p, "/")
+	return top == lockName || top == closingName || top == recordsDir || top == leasesDir
+}
+
+func validCgroup(p string) bool {
+	if !strings.HasPrefix(p, "/sys/fs/cgroup/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+		return false
+	}
+	return !strings.ContainsAny(p, "\x00\n")
+}
+
+// Encode returns the record's JSON form after validating it.
+func (rec *Record) Encode() ([]byte, error) {
+	if err := rec.Validate(); err != nil {
+		return nil, fmt.Errorf("journal: record %s: %w: %w", rec.ID, err, ErrBadName)
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("journal: encode record: %w", err)
+	}
+	if len(b) > MaxRecordSize {
+		return nil, fmt.Errorf("journal: record %s is %d bytes, over %d: %w", rec.ID, len(b), MaxRecordSize, ErrBadName)
+	}
+	return append(b, '\n'), nil
+}
+
+// Decode parses one record strictly: a single JSON object, no unknown
+// fields, at most MaxRecordSize bytes, and a record that passes Validate.
+// The error text is the reason, for a [CorruptError].
+func Decode(b []byte) (*Record, error) {
+	if len(b) > MaxRecordSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxRecordSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var rec Record
+	if err := dec.Decode(&rec); err != nil {
+		return nil, fmt.Errorf("not a record: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after the record")
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}

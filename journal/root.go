@@ -1,0 +1,279 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/gofrs/flock"
+)
+
+// Sentinel errors. Callers branch on them with [errors.Is].
+var (
+	// ErrUnsafeRoot: a base or root is a symlink, owned by another user,
+	// accessible to group or others, not a directory, or too long to hold
+	// a Unix socket path.
+	ErrUnsafeRoot = errors.New("journal: unsafe root")
+	// ErrClosing: the root is being torn down (or was removed); no new
+	// admission is granted.
+	ErrClosing = errors.New("journal: root is closing")
+	// ErrCorrupt: a record failed its file checks or strict decoding.
+	ErrCorrupt = errors.New("journal: corrupt record")
+	// ErrNotFound: no record with that id.
+	ErrNotFound = errors.New("journal: no such record")
+	// ErrBadName: a root name, record id or resource path is not acceptable.
+	ErrBadName = errors.New("journal: invalid name")
+	// ErrInUse: the root cannot be removed because something in it is live
+	// or unaccounted for.
+	ErrInUse = errors.New("journal: root in use")
+)
+
+// UnsafeError names the path that was refused and why. It wraps
+// [ErrUnsafeRoot].
+type UnsafeError struct {
+	Path   string
+	Reason string
+}
+
+func (e *UnsafeError) Error() string {
+	return fmt.Sprintf("journal: unsafe root %s: %s", e.Path, e.Reason)
+}
+func (e *UnsafeError) Unwrap() error { return ErrUnsafeRoot }
+
+const (
+	lockName    = "lock"
+	closingName = "closing"
+	recordsDir  = "records"
+	leasesDir   = "leases"
+)
+
+// MaxSocketName is the length reserved for a socket's name inside a root:
+// a root is refused when its path plus "/" plus this many bytes would not fit
+// in sockaddr_un.sun_path (see [socketPathMax]).
+const MaxSocketName = 24
+
+// Test seams.
+var (
+	tmpBase = "/tmp"
+	geteuid = os.Geteuid
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidName reports whether name may name a root under the base.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// DefaultBase returns the directory under which named roots live, creating
+// it (mode 0700) if needed: $XDG_RUNTIME_DIR/ownerjournal when
+// XDG_RUNTIME_DIR names an absolute directory owned by the effective UID with
+// no group or other access, otherwise /tmp/ownerjournal-<euid>. An existing
+// base that is a symlink, owned by another user or group/world accessible is
+// refused with an [*UnsafeError]; it is never repaired.
+func DefaultBase() (string, error) {
+	base := filepath.Join(tmpBase, "ownerjournal-"+strconv.Itoa(geteuid()))
+	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		if fi, err := os.Lstat(x); err == nil && checkPrivateDir(x, fi) == nil {
+			base = filepath.Join(x, "ownerjournal")
+		}
+	}
+	if err := mkdirPrivate(base); err != nil {
+		return "", err
+	}
+	return base, nil
+}
+
+// mkdirPrivate creates dir with mode 0700 if it does not exist and then
+// validates it, whether it was created now or found.
+func mkdirPrivate(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("journal: create %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return checkPrivateDir(dir, fi)
+}
+
+// checkPrivateDir is tmux's rule for /tmp/tmux-UID: a real directory, ours,
+// with no access for group or others.
+func checkPrivateDir(path string, fi fs.FileInfo) error {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return &UnsafeError{path, "is a symlink"}
+	}
+	if !fi.IsDir() {
+		return &UnsafeError{path, "is not a directory"}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return &UnsafeError{path, "cannot read owner"}
+	}
+	if int(st.Uid) != geteuid() {
+		return &UnsafeError{path, fmt.Sprintf("owned by uid %d, not %d", st.Uid, geteuid())}
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return &UnsafeError{path, fmt.Sprintf("mode %04o is accessible to group or others (want 0700)", fi.Mode().Perm())}
+	}
+	return nil
+}
+
+// Root is an open, validated root.
+type Root struct {
+	path    string
+	dir     *os.Root
+	dirInfo fs.FileInfo
+	records *os.Root
+	recDir  *os.File // records/, kept open to fsync it after renames
+
+	mu      sync.Mutex
+	shared  *flock.Flock
+	sharedN int
+	lease   *Lease
+}
+
+// Create creates (or validates, if it exists) the root NAME under
+// [DefaultBase] and opens it.
+func Create(name string) (*Root, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("journal: root name %q: %w", name, ErrBadName)
+	}
+	base, err := DefaultBase()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(base, name)
+	if err := mkdirPrivate(path); err != nil {
+		return nil, err
+	}
+	return Open(path)
+}
+
+// Open validates an existing root directory and opens it. The root must be
+// an absolute or relative path to a directory owned by the effective UID,
+// mode 0700 (no group/other bits), not a symlink, and short enough that
+// socket names of up to [MaxSocketName] bytes fit inside it. Otherwise it
+// returns an [*UnsafeError] naming the path and the problem. The journal's
+// own entries (lock, records/, leases/) are created if missing.
+func Open(path string) (*Root, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %s: %w", path, err)
+	}
+	if max := socketPathMax(); len(abs)+1+MaxSocketName > max {
+		return nil, &UnsafeError{abs, fmt.Sprintf("path is %d bytes; a Unix socket path inside it must fit in %d bytes (root at most %d)", len(abs), max, max-1-MaxSocketName)}
+	}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open root: %w", err)
+	}
+	if err := checkPrivateDir(abs, fi); err != nil {
+		return nil, err
+	}
+	dir, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open root: %w", err)
+	}
+	r := &Root{path: abs, dir: dir}
+	if err := r.init(fi); err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Root) init(want fs.FileInfo) error {
+	// The directory opened must be the one validated: re-check through the
+	// descriptor.
+	st, err := r.dir.Stat(".")
+	if err != nil {
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
+	if !os.SameFile(st, want) {
+		return &UnsafeError{r.path, "changed while being opened"}
+	}
+	if err := checkPrivateDir(r.path, st); err != nil {
+		return err
+	}
+	r.dirInfo = st
+	for _, d := range []string{recordsDir, leasesDir} {
+		if err := r.mkdirInside(d); err != nil {
+			return err
+		}
+	}
+	lf, err := r.dir.OpenFile(lockName, os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
+	lf.Close()
+	if r.records, err = r.dir.OpenRoot(recordsDir); err != nil {
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
+	if r.recDir, err = r.records.Open("."); err != nil {
+		r.records.Close()
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// mkdirInside creates a private directory inside the root and checks it.
+func (r *Root) mkdirInside(name string) error {
+	if err := r.dir.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("journal: %w", err)
+	}
+	fi, err := r.dir.Lstat(name)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return checkPrivateDir(filepath.Join(r.path, name), fi)
+}
+
+// Path returns the root's absolute path.
+func (r *Root) Path() string { return r.path }
+
+// Dir returns the root's directory handle. All access inside the root should
+// go through it. The caller must not close it.
+func (r *Root) Dir() *os.Root { return r.dir }
+
+// Close releases the root's descriptors, any admission lock and the lease.
+func (r *Root) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	if r.lease != nil {
+		errs = append(errs, r.lease.release())
+		r.lease = nil
+	}
+	if r.shared != nil {
+		errs = append(errs, r.shared.Close())
+		r.shared, r.sharedN = nil, 0
+	}
+	errs = append(errs, r.recDir.Close(), r.records.Close(), r.dir.Close())
+	return errors.Join(errs...)
+}
+
+// linked reports whether the root's path still names the directory this Root
+// has open (false once the root was removed or replaced).
+func (r *Root) linked() bool {
+	fi, err := os.Lstat(r.path)
+	return err == nil && os.SameFile(fi, r.dirInfo)
+}
+
+// Removed reports whether the root this Root opened is no longer at its path
+// (another participant removed it).
+func (r *Root) Removed() bool { return !r.linked() }
+
+// CheckLocal validates a resource path named by a record or a caller: it must
+// be a relative, clean, local path ([filepath.IsLocal]) with no ".."
+// components, so it lies inside the root.
+func CheckLocal(p string) error {
+	if p == "" || !filepath.IsLocal(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("journal: path %q is not inside the root: %w", p, ErrBadName)
+	}
+	return nil
+}

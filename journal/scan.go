@@ -1,0 +1,356 @@
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/ownerjournal/ownerjournal/owner"
+)
+
+var selfOnce = sync.OnceValues(owner.Self)
+
+// Publish publishes rec atomically inside a short admission; it fails with
+// [ErrClosing] once teardown has begun (use [Admission.Publish] to record
+// what an admitted creator made). An empty ID is filled in with [NewID] of
+// the calling process; Version and Created are filled in too. Publishing a
+// record with an existing ID replaces it atomically (intent → live).
+func (r *Root) Publish(ctx context.Context, rec *Record) error {
+	adm, err := r.Admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.Done()
+	return adm.Publish(rec)
+}
+
+func (r *Root) publish(rec *Record) error {
+	if rec.ID == "" {
+		self, err := selfOnce()
+		if err != nil {
+			return err
+		}
+		rec.ID = NewID(self)
+	}
+	rec.Version = SchemaVersion
+	if rec.Created.IsZero() {
+		rec.Created = time.Now().UTC().Truncate(time.Millisecond)
+	}
+	b, err := rec.Encode()
+	if err != nil {
+		return err
+	}
+	// renameio: write a temp file in records/, fsync it, rename it over
+	// the final name. The temp name is "."+final+random, so a writer that
+	// dies here leaves a temp file that names it.
+	if err := renameio.WriteFile(rec.ID+".json", b, 0o600, renameio.WithRoot(r.records), renameio.WithPermissions(0o600)); err != nil {
+		return fmt.Errorf("journal: publish %s: %w", rec.ID, err)
+	}
+	// fsync records/ so that the rename itself survives a crash; renameio
+	// stops at the rename.
+	return r.syncDir()
+}
+
+func (r *Root) syncDir() error {
+	if err := r.recDir.Sync(); err != nil {
+		return fmt.Errorf("journal: fsync %s: %w", filepath.Join(r.path, recordsDir), err)
+	}
+	return nil
+}
+
+// Retire removes the record id. It returns an error wrapping [ErrNotFound]
+// when no such record exists (another participant may have retired it).
+func (r *Root) Retire(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("journal: record id %q: %w", id, ErrBadName)
+	}
+	if err := r.records.Remove(id + ".json"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("journal: record %s: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("journal: retire %s: %w", id, err)
+	}
+	return r.syncDir()
+}
+
+// CorruptError reports a record file that is not believed, with its path and
+// the reason. It wraps [ErrCorrupt].
+type CorruptError struct {
+	Path   string
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("journal: corrupt record %s: %s", e.Path, e.Reason)
+}
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// TempFile is a temp file left in records/ by a publish that has not (yet)
+// renamed it. Writer carries the writer's PID and start time only.
+type TempFile struct {
+	Name   string
+	Writer owner.Identity
+}
+
+// LeaseFile is a participant's lease file.
+type LeaseFile struct {
+	Name        string
+	Participant owner.Identity // PID and StartTime only
+}
+
+// Scan is a snapshot of a root's journal.
+type Scan struct {
+	Records []*Record
+	Corrupt []*CorruptError
+	Temps   []TempFile
+	Leases  []LeaseFile
+	// Extra lists the root's top-level entries that are not the journal's
+	// own (sockets, scratch paths, anything else).
+	Extra []string
+}
+
+var tempRE = regexp.MustCompile(`^\.([0-9]{1,10}-[0-9]{1,20}-[0-9a-f]{8})\.json[0-9]+$`)
+
+// Scan reads every record, checking each file before believing it: a
+// regular file (not a symlink, FIFO, directory or hard link), owned by the
+// effective UID, not group- or world-writable, at most [MaxRecordSize]
+// bytes, decoding strictly. Records that vanish mid-scan (retired by
+// another participant) are skipped: ENOENT is progress. Records are sorted
+// by id.
+func (r *Root) Scan() (*Scan, error) {
+	s := &Scan{}
+	ents, err := readDirNames(r.recDir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		path := filepath.Join(r.path, recordsDir, name)
+		if m := tempRE.FindStringSubmatch(name); m != nil && e.Type().IsRegular() {
+			pid, start, _ := writerOf(m[1])
+			s.Temps = append(s.Temps, TempFile{Name: name, Writer: owner.Identity{PID: pid, StartTime: start}})
+			continue
+		}
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || !ValidID(id) {
+			s.Corrupt = append(s.Corrupt, &CorruptError{path, "unexpected entry in records/"})
+			continue
+		}
+		rec, reason, gone := r.readRecord(name, e.Type())
+		switch {
+		case gone:
+		case reason != "":
+			s.Corrupt = append(s.Corrupt, &CorruptError{path, reason})
+		case rec.ID != id:
+			s.Corrupt = append(s.Corrupt, &CorruptError{path, fmt.Sprintf("file name does not match record id %q", rec.ID)})
+		default:
+			s.Records = append(s.Records, rec)
+		}
+	}
+	sort.Slice(s.Records, func(i, j int) bool { return s.Records[i].ID < s.Records[j].ID })
+	if err := r.scanLeases(s); err != nil {
+		return nil, err
+	}
+	top, err := r.dir.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	defer top.Close()
+	tents, err := readDirNames(top)
+	if err != nil {
+		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	for _, e := range tents {
+		if n := e.Name(); !reserved(n) {
+			s.Extra = append(s.Extra, n)
+		}
+	}
+	return s, nil
+}
+
+func (r *Root) scanLeases(s *Scan) error {
+	d, err := r.dir.Open(leasesDir)
+	if err != nil {
+		return fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	defer d.Close()
+	ents, err := readDirNames(d)
+	if err != nil {
+		return fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	for _, e := range ents {
+		pidS, startS, ok := strings.Cut(e.Name(), "-")
+		pid, err1 := strconv.Atoi(pidS)
+		start, err2 := strconv.ParseUint(startS, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			s.Extra = append(s.Extra, leasesDir+"/"+e.Name())
+			continue
+		}
+		s.Leases = append(s.Leases, LeaseFile{Name: e.Name(), Participant: owner.Identity{PID: pid, StartTime: start}})
+	}
+	return nil
+}
+
+// readDirNames lists a directory from its start; d_type comes from
+// getdents, so no entry is stat'ed here.
+func readDirNames(d *os.File) ([]fs.DirEntry, error) {
+	if _, err := d.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return d.ReadDir(-1)
+}
+
+// readRecord opens and checks one record file. gone reports ENOENT
+// (retired meanwhile); a non-empty reason reports a corrupt record.
+func (r *Root) readRecord(name string, typ fs.FileMode) (rec *Record, reason string, gone bool) {
+	switch {
+	case typ&fs.ModeSymlink != 0:
+		return nil, "is a symlink", false
+	case typ.IsDir():
+		return nil, "is a directory", false
+	case typ&fs.ModeNamedPipe != 0:
+		return nil, "is a FIFO", false
+	case !typ.IsRegular() && typ&fs.ModeType != 0:
+		return nil, "is not a regular file (" + typ.String() + ")", false
+	}
+	// O_NONBLOCK so that a FIFO swapped in after the listing cannot block
+	// the open; O_NOFOLLOW so that a symlink cannot redirect it.
+	f, err := r.records.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", true
+		}
+		return nil, "cannot open: " + err.Error(), false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "cannot stat: " + err.Error(), false
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, "is not a regular file (" + fi.Mode().Type().String() + ")", false
+	case st == nil:
+		return nil, "cannot read owner", false
+	case int(st.Uid) != geteuid():
+		return nil, fmt.Sprintf("owned by uid %d, not %d", st.Uid, geteuid()), false
+	case fi.Mode().Perm()&0o022 != 0:
+		return nil, fmt.Sprintf("mode %04o is group- or world-writable", fi.Mode().Perm()), false
+	case st.Nlink != 1:
+		return nil, fmt.Sprintf("has %d hard links (a link to a file elsewhere?)", st.Nlink), false
+	case fi.Size() > MaxRecordSize:
+		return nil, fmt.Sprintf("%d bytes, over the %d-byte limit", fi.Size(), MaxRecordSize), false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
+	if err != nil {
+		return nil, "cannot read: " + err.Error(), false
+	}
+	rec, err = Decode(b)
+	if err != nil {
+		return nil, err.Error(), false
+	}
+	return rec, "", false
+}
+
+// RemoveTemp removes a temp file reported by Scan. The caller must have
+// verified that its writer is dead. ENOENT is progress.
+func (r *Root) RemoveTemp(t TempFile) error {
+	if !tempRE.MatchString(t.Name) {
+		return fmt.Errorf("journal: temp file %q: %w", t.Name, ErrBadName)
+	}
+	if err := r.records.Remove(t.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+// RemoveFreeLease removes a lease file whose participant is dead; it takes
+// the lease's lock first, so a live participant's lease is never removed
+// (removed is false then).
+func (r *Root) RemoveFreeLease(l LeaseFile) (removed bool, err error) {
+	return r.removeFreeLease(l.Name)
+}
+
+// RemoveRoot removes the root, only under the exclusive lock: it refuses
+// (an error wrapping [ErrInUse]) while any record, temp file, held lease or
+// entry the journal does not own remains. The root is first renamed to a
+// hidden tombstone next to it, so that no path-based opener can reach it any
+// more, then emptied and removed. If another recoverer already removed the
+// root, it returns nil.
+func (x *Exclusive) RemoveRoot() error {
+	r := x.r
+	if !r.linked() {
+		return nil
+	}
+	s, err := r.Scan()
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, rec := range s.Records {
+		left = append(left, "record "+rec.ID)
+	}
+	for _, c := range s.Corrupt {
+		left = append(left, "corrupt "+c.Path)
+	}
+	for _, t := range s.Temps {
+		left = append(left, "temp file "+t.Name)
+	}
+	for _, l := range s.Leases {
+		removed, err := r.removeFreeLease(l.Name)
+		if err != nil || !removed {
+			left = append(left, fmt.Sprintf("lease of live participant pid %d", l.Participant.PID))
+		}
+	}
+	for _, e := range s.Extra {
+		left = append(left, "unrecorded entry "+e)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("journal: keeping %s: %s: %w", r.path, strings.Join(left, ", "), ErrInUse)
+	}
+	parent, err := os.OpenRoot(filepath.Dir(r.path))
+	if err != nil {
+		return fmt.Errorf("journal: remove %s: %w", r.path, err)
+	}
+	defer parent.Close()
+	base := filepath.Base(r.path)
+	if fi, err := parent.Lstat(base); err != nil || !os.SameFile(fi, r.dirInfo) {
+		return nil
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	tomb := "." + base + ".removing-" + hex.EncodeToString(rnd[:])
+	if err := parent.Rename(base, tomb); err != nil {
+		return fmt.Errorf("journal: remove %s: %w", r.path, err)
+	}
+	// Deepest first, every error collected.
+	var errs []error
+	for _, n := range []string{leasesDir, recordsDir, closingName, lockName} {
+		if err := r.dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := parent.Remove(tomb); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("journal: remove %s (now %s): %w", r.path, filepath.Join(filepath.Dir(r.path), tomb), errors.Join(errs...))
+	}
+	return nil
+}

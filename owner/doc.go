@@ -1,0 +1,27 @@
+// Package owner identifies processes and signals them only after verifying
+// that they are the process a record names.
+//
+// A PID alone is never an identity: PIDs are reused. An [Identity] is the PID
+// together with the process start time, the boot id, the UID and the host
+// name. [Check] turns an Identity into a [Verdict] (alive, dead or unknown),
+// and [Open] returns a verified handle ([Process]) through which signals are
+// sent and exit is awaited.
+//
+// Guarantees on Linux: [Open] obtains a pidfd (pidfd_open(2), Linux 5.3) first
+// and verifies the identity afterwards, so a signal sent through the handle
+// reaches the verified process or nobody, whatever happens to the PID in the
+// meantime. A process group is signalled through the leader's pidfd with
+// PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9). [Process.Wait] waits for POLLIN on
+// the pidfd through the runtime poller: no sleep-polling.
+//
+// Caveats: on darwin there is no pidfd; a signal is sent with kill(2) right
+// after a re-verification, and the window between the two is documented on
+// [Process.Signal]. Exit is awaited with kqueue EVFILT_PROC. Other platforms
+// return [errors.ErrUnsupported].
+//
+// A zombie is dead: it runs no code and holds no resources but its PID. A
+// record from an earlier boot is dead by definition. Another host, a denied
+// permission or an unreadable entry is unknown, never dead.
+//
+// All functions are safe for concurrent use.
+package owner
