@@ -20,10 +20,12 @@ import (
 // allows (gofrs/flock's TryLockContext).
 const lockRetry = 5 * time.Millisecond
 
-// newFlock opens name inside the root by path with O_NOFOLLOW. Go opens every
-// file close-on-exec, so a child the caller starts never inherits the lock.
+// newFlock opens name inside the root by path with O_NOFOLLOW, and
+// O_NONBLOCK so that a FIFO in its place cannot block the open. Go opens
+// every file close-on-exec, so a child the caller starts never inherits the
+// lock.
 func (r *Root) newFlock(name string, create bool) *flock.Flock {
-	flag := os.O_RDONLY | syscall.O_NOFOLLOW
+	flag := os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	if create {
 		flag |= os.O_CREATE
 	}
@@ -111,6 +113,10 @@ func (a *Admission) Done() {
 		return
 	}
 	a.done = true
+	if r.sharedN == 0 {
+		// Root.Close released the lock already.
+		return
+	}
 	if r.sharedN--; r.sharedN == 0 && r.shared != nil {
 		r.shared.Close()
 		r.shared = nil
@@ -136,10 +142,18 @@ func (r *Root) closing() (bool, error) {
 func (r *Root) Closing() (bool, error) { return r.closing() }
 
 // MarkClosing makes new admissions fail with [ErrClosing]. It is the first
-// step of a teardown, before [Root.LockExclusive]. It is idempotent.
+// step of a teardown, before [Root.LockExclusive]. It is idempotent, and a
+// root that another participant removed counts as closing: MarkClosing then
+// returns nil and creates nothing.
 func (r *Root) MarkClosing() error {
-	f, err := r.dir.OpenFile(closingName, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if !r.linked() {
+		return nil
+	}
+	f, err := r.dir.OpenFile(closingName, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !r.linked() {
+			return nil
+		}
 		return fmt.Errorf("journal: mark closing: %w", err)
 	}
 	return errors.Join(f.Close(), r.syncDir())
@@ -251,6 +265,19 @@ func (r *Root) Lease() (*Lease, error) {
 	}
 	r.lease = &Lease{r: r, name: name, fl: fl}
 	return r.lease, nil
+}
+
+// ReleaseLease releases the calling process's lease on this root, if it
+// holds one (a participant about to remove the root it leased).
+func (r *Root) ReleaseLease() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease == nil {
+		return nil
+	}
+	err := r.lease.release()
+	r.lease = nil
+	return err
 }
 
 // release unlinks the lease file while still holding it, then unlocks.

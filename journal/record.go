@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,8 +71,15 @@ type Record struct {
 
 var idRE = regexp.MustCompile(`^[0-9]{1,10}-[0-9]{1,20}-[0-9a-f]{8}$`)
 
-// ValidID reports whether id has the form NewID produces.
-func ValidID(id string) bool { return idRE.MatchString(id) }
+// ValidID reports whether id has the form NewID produces, with a writer PID
+// and start time that parse (a temp file's name must name its writer).
+func ValidID(id string) bool {
+	if !idRE.MatchString(id) {
+		return false
+	}
+	pid, _, ok := writerOf(id)
+	return ok && pid > 0
+}
 
 // NewID returns a fresh record id, "<pid>-<starttime>-<random>" of the
 // writing process: a temp file left by a writer that died mid-publish carries
@@ -136,6 +144,9 @@ func (rec *Record) Validate() error {
 		if len(s) > MaxSocketName {
 			return bad("socket name %q longer than %d bytes", s, MaxSocketName)
 		}
+		if reserved(s) {
+			return bad("socket %q is the journal's own", s)
+		}
 	}
 	for _, p := range rec.Paths {
 		if err := CheckLocal(p); err != nil {
@@ -157,8 +168,11 @@ func reserved(p string) bool {
 	return top == lockName || top == closingName || top == recordsDir || top == leasesDir
 }
 
+// validCgroup accepts a clean path strictly below /sys/fs/cgroup: never the
+// root cgroup itself (killing it would kill every process), never one that
+// climbs out with "..".
 func validCgroup(p string) bool {
-	if !strings.HasPrefix(p, "/sys/fs/cgroup/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+	if !strings.HasPrefix(p, "/sys/fs/cgroup/") || filepath.Clean(p) != p {
 		return false
 	}
 	return !strings.ContainsAny(p, "\x00\n")
@@ -195,8 +209,82 @@ func Decode(b []byte) (*Record, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("trailing data after the record")
 	}
+	if err := checkMemberNames(b); err != nil {
+		return nil, err
+	}
 	if err := rec.Validate(); err != nil {
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// checkMemberNames rejects what encoding/json accepts silently: member names
+// that match a field only case-insensitively (with Unicode folding: "ID",
+// "\u017fubject") and duplicate members, of which it keeps the last. Every
+// member name of the schema is lowercase ASCII letters and underscores. b
+// must hold one syntactically valid JSON value.
+func checkMemberNames(b []byte) error {
+	type frame struct {
+		names     map[string]bool // nil for an array
+		expectKey bool
+	}
+	var stack []*frame
+	afterValue := func() {
+		if n := len(stack); n > 0 && stack[n-1].names != nil {
+			stack[n-1].expectKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("not a record: %v", err)
+		}
+		if n := len(stack); n > 0 && stack[n-1].expectKey {
+			top := stack[n-1]
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:n-1]
+				afterValue()
+				continue
+			}
+			name, _ := tok.(string)
+			if !memberNameOK(name) {
+				return fmt.Errorf("member name %q is not in the schema", name)
+			}
+			if top.names[name] {
+				return fmt.Errorf("duplicate member %q", name)
+			}
+			top.names[name] = true
+			top.expectKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			if n := len(stack); n > 0 {
+				stack = stack[:n-1]
+			}
+			afterValue()
+		default:
+			afterValue()
+		}
+	}
+}
+
+func memberNameOK(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -148,6 +149,10 @@ func Create(name string) (*Root, error) {
 		return nil, err
 	}
 	path := filepath.Join(base, name)
+	// Refuse a too long path before creating anything.
+	if err := checkLength(path); err != nil {
+		return nil, err
+	}
 	if err := mkdirPrivate(path); err != nil {
 		return nil, err
 	}
@@ -165,8 +170,8 @@ func Open(path string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: %s: %w", path, err)
 	}
-	if max := socketPathMax(); len(abs)+1+MaxSocketName > max {
-		return nil, &UnsafeError{abs, fmt.Sprintf("path is %d bytes; a Unix socket path inside it must fit in %d bytes (root at most %d)", len(abs), max, max-1-MaxSocketName)}
+	if err := checkLength(abs); err != nil {
+		return nil, err
 	}
 	fi, err := os.Lstat(abs)
 	if err != nil {
@@ -185,6 +190,15 @@ func Open(path string) (*Root, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// checkLength refuses a root whose socket paths would not fit in
+// sockaddr_un.sun_path.
+func checkLength(abs string) error {
+	if max := socketPathMax(); len(abs)+1+MaxSocketName > max {
+		return &UnsafeError{abs, fmt.Sprintf("path is %d bytes; a Unix socket path inside it must fit in %d bytes (root at most %d)", len(abs), max, max-1-MaxSocketName)}
+	}
+	return nil
 }
 
 func (r *Root) init(want fs.FileInfo) error {
@@ -206,11 +220,19 @@ func (r *Root) init(want fs.FileInfo) error {
 			return err
 		}
 	}
-	lf, err := r.dir.OpenFile(lockName, os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW, 0o600)
+	// O_NONBLOCK: a FIFO in the lock file's place must not block the open.
+	lf, err := r.dir.OpenFile(lockName, os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %s: %w", r.path, err)
 	}
+	lfi, err := lf.Stat()
 	lf.Close()
+	if err != nil {
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
+	if st, ok := lfi.Sys().(*syscall.Stat_t); !lfi.Mode().IsRegular() || !ok || int(st.Uid) != geteuid() {
+		return &UnsafeError{filepath.Join(r.path, lockName), "lock file is not a regular file of ours"}
+	}
 	if r.records, err = r.dir.OpenRoot(recordsDir); err != nil {
 		return fmt.Errorf("journal: %s: %w", r.path, err)
 	}
@@ -270,9 +292,10 @@ func (r *Root) Removed() bool { return !r.linked() }
 
 // CheckLocal validates a resource path named by a record or a caller: it must
 // be a relative, clean, local path ([filepath.IsLocal]) with no ".."
-// components, so it lies inside the root.
+// components, so it lies inside the root, and it must not be "." (the root
+// itself) or hold a NUL byte.
 func CheckLocal(p string) error {
-	if p == "" || !filepath.IsLocal(p) || filepath.Clean(p) != p {
+	if p == "" || p == "." || !filepath.IsLocal(p) || filepath.Clean(p) != p || strings.ContainsRune(p, 0) {
 		return fmt.Errorf("journal: path %q is not inside the root: %w", p, ErrBadName)
 	}
 	return nil

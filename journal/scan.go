@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/renameio/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/ownerjournal/ownerjournal/owner"
 )
@@ -57,14 +58,39 @@ func (r *Root) publish(rec *Record) error {
 	}
 	// renameio: write a temp file in records/, fsync it, rename it over
 	// the final name. The temp name is "."+final+random, so a writer that
-	// dies here leaves a temp file that names it.
-	if err := renameio.WriteFile(rec.ID+".json", b, 0o600, renameio.WithRoot(r.records), renameio.WithPermissions(0o600)); err != nil {
+	// dies here leaves a temp file that names it. The mode is exactly 0600
+	// (not renameio.WriteFile's copy of an existing file's mode, which would
+	// carry a group-writable record's mode over to its replacement).
+	t, err := renameio.NewPendingFile(rec.ID+".json", renameio.WithRoot(r.records), renameio.WithPermissions(0o600), renameio.WithStaticPermissions(0o600))
+	if err != nil {
 		return fmt.Errorf("journal: publish %s: %w", rec.ID, err)
 	}
+	defer t.Cleanup()
+	if _, err := t.Write(b); err != nil {
+		return fmt.Errorf("journal: publish %s: %w", rec.ID, err)
+	}
+	publishHook("written")
+	if err := t.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("journal: publish %s: %w", rec.ID, err)
+	}
+	publishHook("renamed")
 	// fsync records/ so that the rename itself survives a crash; renameio
 	// stops at the rename.
-	return r.syncDir()
+	if err := r.syncDir(); err != nil {
+		return err
+	}
+	publishHook("synced")
+	return nil
 }
+
+// Test seams: publishHook is called at each step of a publish ("written":
+// the temp file holds the record; "renamed": the record is under its final
+// name; "synced": records/ is fsynced); scanHook is called for each
+// record file name after records/ was listed and before the file is read.
+var (
+	publishHook = func(step string) {}
+	scanHook    = func(name string) {}
+)
 
 func (r *Root) syncDir() error {
 	if err := r.recDir.Sync(); err != nil {
@@ -75,6 +101,10 @@ func (r *Root) syncDir() error {
 
 // Retire removes the record id. It returns an error wrapping [ErrNotFound]
 // when no such record exists (another participant may have retired it).
+//
+// The unlink is deliberately not fsynced: a retire lost in a crash only
+// brings back a record whose subject is gone, and replaying that is harmless
+// (recovery verifies the subject dead and retires it again).
 func (r *Root) Retire(id string) error {
 	if !ValidID(id) {
 		return fmt.Errorf("journal: record id %q: %w", id, ErrBadName)
@@ -85,7 +115,7 @@ func (r *Root) Retire(id string) error {
 		}
 		return fmt.Errorf("journal: retire %s: %w", id, err)
 	}
-	return r.syncDir()
+	return nil
 }
 
 // CorruptError reports a record file that is not believed, with its path and
@@ -134,7 +164,14 @@ var tempRE = regexp.MustCompile(`^\.([0-9]{1,10}-[0-9]{1,20}-[0-9a-f]{8})\.json[
 // by id.
 func (r *Root) Scan() (*Scan, error) {
 	s := &Scan{}
-	ents, err := readDirNames(r.recDir)
+	// A descriptor of records/ of this scan's own: a shared one would share
+	// its directory offset with concurrent scans.
+	d, err := r.records.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
+	}
+	defer d.Close()
+	ents, err := readDirNames(d)
 	if err != nil {
 		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
@@ -151,7 +188,8 @@ func (r *Root) Scan() (*Scan, error) {
 			s.Corrupt = append(s.Corrupt, &CorruptError{path, "unexpected entry in records/"})
 			continue
 		}
-		rec, reason, gone := r.readRecord(name, e.Type())
+		scanHook(name)
+		rec, reason, gone := readRecord(d, name, e.Type())
 		switch {
 		case gone:
 		case reason != "":
@@ -215,9 +253,9 @@ func readDirNames(d *os.File) ([]fs.DirEntry, error) {
 	return d.ReadDir(-1)
 }
 
-// readRecord opens and checks one record file. gone reports ENOENT
-// (retired meanwhile); a non-empty reason reports a corrupt record.
-func (r *Root) readRecord(name string, typ fs.FileMode) (rec *Record, reason string, gone bool) {
+// readRecord opens and checks one record file of directory d. gone reports
+// ENOENT (retired meanwhile); a non-empty reason reports a corrupt record.
+func readRecord(d *os.File, name string, typ fs.FileMode) (rec *Record, reason string, gone bool) {
 	switch {
 	case typ&fs.ModeSymlink != 0:
 		return nil, "is a symlink", false
@@ -228,13 +266,17 @@ func (r *Root) readRecord(name string, typ fs.FileMode) (rec *Record, reason str
 	case !typ.IsRegular() && typ&fs.ModeType != 0:
 		return nil, "is not a regular file (" + typ.String() + ")", false
 	}
-	// O_NONBLOCK so that a FIFO swapped in after the listing cannot block
-	// the open; O_NOFOLLOW so that a symlink cannot redirect it.
-	f, err := r.records.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", true
-		}
+	// openat(2) on the directory descriptor itself: os.Root would follow a
+	// symlink that stays inside records/. O_NONBLOCK so that a FIFO swapped
+	// in after the listing cannot block the open; O_NOFOLLOW so that a
+	// symlink swapped in cannot redirect it.
+	f, err := openNoFollow(d, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", true
+	case errors.Is(err, syscall.ELOOP):
+		return nil, "is a symlink", false
+	case err != nil:
 		return nil, "cannot open: " + err.Error(), false
 	}
 	defer f.Close()
@@ -266,6 +308,31 @@ func (r *Root) readRecord(name string, typ fs.FileMode) (rec *Record, reason str
 		return nil, err.Error(), false
 	}
 	return rec, "", false
+}
+
+// openNoFollow opens name in directory d read-only with O_NOFOLLOW and
+// O_NONBLOCK.
+func openNoFollow(d *os.File, name string) (*os.File, error) {
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var oerr error
+	if err := rc.Control(func(dfd uintptr) {
+		for {
+			fd, oerr = unix.Openat(int(dfd), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if oerr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if oerr != nil {
+		return nil, &fs.PathError{Op: "openat", Path: filepath.Join(d.Name(), name), Err: oerr}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(d.Name(), name)), nil
 }
 
 // RemoveTemp removes a temp file reported by Scan. The caller must have
@@ -346,8 +413,25 @@ func (x *Exclusive) RemoveRoot() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := parent.Remove(tomb); err != nil {
-		errs = append(errs, err)
+	// A participant that passed MarkClosing's check before the rename may
+	// still create the closing marker in the tombstone: remove it again
+	// (only it; nothing else can be created without a lock or the path).
+	for i := 0; ; i++ {
+		err := parent.Remove(tomb)
+		if err == nil || i == 3 || !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			break
+		}
+		if fi, lerr := r.dir.Lstat(closingName); lerr != nil || !fi.Mode().IsRegular() {
+			errs = append(errs, err)
+			break
+		}
+		if err := r.dir.Remove(closingName); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			break
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("journal: remove %s (now %s): %w", r.path, filepath.Join(filepath.Dir(r.path), tomb), errors.Join(errs...))

@@ -227,8 +227,14 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.h.signal(p.id, sig
 // uses PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+), which reaches the group even
 // after the leader has exited, as long as the handle was opened while the
 // leader lived. A handle on a process that does not lead a group gets an
-// error wrapping [ErrGone] from the kernel (ESRCH).
-func (p *Process) SignalGroup(sig syscall.Signal) error { return p.h.signal(p.id, sig, true) }
+// error wrapping [ErrGone] from the kernel (ESRCH). The caller's own process
+// group is refused with [ErrRefused]: signalling it would signal the caller.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	if p.id.PID == getpgrp() {
+		return fmt.Errorf("owner: process group %d is the caller's own: %w", p.id.PID, ErrRefused)
+	}
+	return p.h.signal(p.id, sig, true)
+}
 
 // Wait blocks until the process has exited (a zombie counts as exited) or ctx
 // is done. It does not reap the process.
@@ -239,3 +245,26 @@ func (p *Process) Exited() bool { return p.h.exited() }
 
 // Close releases the handle. It does not affect the process.
 func (p *Process) Close() error { return p.h.close() }
+
+// GroupAlive reports whether any process that is not a zombie belongs to
+// process group pgid. It reads every process's state, so it is meant for
+// confirming that a group is empty, not for hot paths.
+func GroupAlive(pgid int) (bool, error) { return groupAlive(pgid) }
+
+// GroupOf returns the process group id of pid.
+func GroupOf(pid int) (int, error) {
+	info, err := readProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	return info.pgid, nil
+}
+
+// ParentOf returns the parent PID of pid.
+func ParentOf(pid int) (int, error) {
+	info, err := readProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	return info.ppid, nil
+}

@@ -119,3 +119,15 @@ func (h handle) wait(ctx context.Context) error {
 }
 
 func (h handle) close() error { return nil }
+
+// groupAlive on darwin probes with kill(-pgid, 0); zombies count as alive.
+func groupAlive(pgid int) (bool, error) {
+	err := unix.Kill(-pgid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return false, nil
+	}
+	return err == nil || errors.Is(err, unix.EPERM), nil
+}
+
+// getpgrp returns the caller's process group.
+func getpgrp() int { return unix.Getpgrp() }

@@ -187,3 +187,29 @@ func (h handle) wait(ctx context.Context) error {
 }
 
 func (h handle) close() error { return h.f.Close() }
+
+func groupAlive(pgid int) (bool, error) {
+	d, err := os.Open(procRoot)
+	if err != nil {
+		return false, fmt.Errorf("owner: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return false, fmt.Errorf("owner: %w", err)
+	}
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		info, err := readProc(pid)
+		if err == nil && info.pgid == pgid && !info.zombie {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// getpgrp returns the caller's process group.
+func getpgrp() int { return unix.Getpgrp() }

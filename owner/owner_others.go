@@ -29,3 +29,10 @@ func (handle) wait(context.Context) error {
 	return fmt.Errorf("owner: wait: %w", errors.ErrUnsupported)
 }
 func (handle) close() error { return nil }
+
+func groupAlive(int) (bool, error) {
+	return false, fmt.Errorf("owner: group: %w", errors.ErrUnsupported)
+}
+
+// getpgrp has no meaning where nothing can be signalled.
+func getpgrp() int { return -1 }

@@ -24,7 +24,7 @@ type statFields struct {
 func parseStat(b []byte) (statFields, error) {
 	var f statFields
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || bytes.IndexByte(b, '(') < 0 || i+2 > len(b) {
+	if j := bytes.IndexByte(b, '('); i < 0 || j < 0 || j > i || i+2 > len(b) {
 		return f, errStatFormat
 	}
 	rest := bytes.Fields(b[i+1:])

@@ -1,0 +1,525 @@
+// Command ownerjournal is the command-line face of the ownerjournal
+// packages: create a private root, own a child process for its whole life,
+// publish records for processes started elsewhere, and replay the journal.
+//
+// Exit status: 0 done, 1 refused or failed, 2 usage error, 3 something was
+// retained (the root was kept). See the README for the contract.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ownerjournal/ownerjournal/journal"
+	"github.com/ownerjournal/ownerjournal/owner"
+	"github.com/ownerjournal/ownerjournal/recover"
+)
+
+const (
+	exitOK       = 0
+	exitFail     = 1
+	exitUsage    = 2
+	exitRetained = 3
+)
+
+// envRoot names the root when --root is not given, so that workers inherit
+// it from the runner.
+const envRoot = "OWNERJOURNAL_ROOT"
+
+const usage = `usage:
+  ownerjournal root NAME [--owner-pid PID]
+  ownerjournal run [--root DIR] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
+  ownerjournal publish [--root DIR] --pid PID [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
+  ownerjournal retire [--root DIR] ID
+  ownerjournal status [--root DIR] [--json]
+  ownerjournal recover [--root DIR] [--all] [--grace D] [--dry-run] [--keep-root] [--json]
+
+The root is --root DIR, else $OWNERJOURNAL_ROOT.
+Exit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).
+`
+
+func main() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// cli carries the output streams of one invocation.
+type cli struct {
+	stdout, stderr io.Writer
+}
+
+// usageError is a command-line mistake: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// exitError carries a specific exit status with an already-printed outcome.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs one invocation and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmds := map[string]func([]string) error{
+		"root":    c.root,
+		"run":     c.run,
+		"publish": c.publish,
+		"retire":  c.retire,
+		"status":  c.status,
+		"recover": c.recover,
+	}
+	fn, ok := cmds[args[0]]
+	if !ok {
+		if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "ownerjournal: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+	err := fn(args[1:])
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n%s", args[0], ue.msg, usage)
+		return exitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "ownerjournal %s: %v\n", args[0], err)
+		return exitFail
+	}
+}
+
+// flags returns a FlagSet whose parse errors are usage errors.
+func (c *cli) flags(name string) *flag.FlagSet {
+	f := flag.NewFlagSet("ownerjournal "+name, flag.ContinueOnError)
+	f.SetOutput(c.stderr)
+	return f
+}
+
+func parse(f *flag.FlagSet, args []string) error {
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// rootPath resolves --root, then $OWNERJOURNAL_ROOT.
+func rootPath(flagVal string) (string, error) {
+	if flagVal != "" {
+		return flagVal, nil
+	}
+	if v := os.Getenv(envRoot); v != "" {
+		return v, nil
+	}
+	return "", usagef("no root: pass --root DIR or set %s", envRoot)
+}
+
+func openRoot(flagVal string) (*journal.Root, error) {
+	p, err := rootPath(flagVal)
+	if err != nil {
+		return nil, err
+	}
+	return journal.Open(p)
+}
+
+// ownerIdentity is --owner-pid's identity, or the caller's parent (the
+// runner or worker that invoked this command) when pid is 0.
+func ownerIdentity(pid int) (owner.Identity, error) {
+	if pid == 0 {
+		pid = os.Getppid()
+	}
+	id, err := owner.Of(pid)
+	if err != nil {
+		return owner.Identity{}, fmt.Errorf("owner pid %d: %w", pid, err)
+	}
+	return id, nil
+}
+
+// root: ownerjournal root NAME [--owner-pid PID]
+func (c *cli) root(args []string) error {
+	f := c.flags("root")
+	ownerPID := f.Int("owner-pid", 0, "process that owns the root (default: the caller's parent); -1 for none")
+	name, rest := splitName(args)
+	if err := parse(f, rest); err != nil {
+		return err
+	}
+	if name == "" && f.NArg() == 1 {
+		name = f.Arg(0)
+	} else if name == "" || f.NArg() != 0 {
+		return usagef("root takes exactly one NAME")
+	}
+	if !journal.ValidName(name) {
+		return usagef("invalid root name %q (letters, digits, '.', '_', '-'; at most 64)", name)
+	}
+	r, err := journal.Create(name)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if *ownerPID >= 0 {
+		// The root's owner record keeps orphans-only recovery by anyone
+		// else from removing a live run's root before it records anything.
+		oid, err := ownerIdentity(*ownerPID)
+		if err != nil {
+			return err
+		}
+		if err := ensureRootOwner(r, oid); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(c.stdout, r.Path())
+	return nil
+}
+
+const rootOwnerLabel = "root owner"
+
+func ensureRootOwner(r *journal.Root, oid owner.Identity) error {
+	scan, err := r.Scan()
+	if err != nil {
+		return err
+	}
+	for _, rec := range scan.Records {
+		if rec.Kind == journal.KindPath && rec.Label == rootOwnerLabel && rec.Owner == oid {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.Publish(ctx, &journal.Record{Kind: journal.KindPath, Label: rootOwnerLabel, Owner: oid, Phase: journal.PhaseLive})
+}
+
+// splitName lets NAME/ID come before or after the flags.
+func splitName(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}
+
+// publish: a record for a process someone else started.
+func (c *cli) publish(args []string) error {
+	f := c.flags("publish")
+	rootFlag := f.String("root", "", "root directory")
+	pid := f.Int("pid", 0, "the subject's PID (required)")
+	ownerPID := f.Int("owner-pid", 0, "the owner's PID (default: the caller's parent)")
+	label := f.String("label", "", "a label for reports")
+	kind := f.String("kind", "process", "process or tmux")
+	noGroup := f.Bool("no-group", false, "do not signal the subject's process group even if it leads one")
+	var sockets, paths listFlag
+	f.Var(&sockets, "socket", "a socket inside the root (repeatable)")
+	f.Var(&paths, "path", "a path inside the root (repeatable)")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	if *pid <= 0 || f.NArg() != 0 {
+		return usagef("publish needs --pid PID and no arguments")
+	}
+	if *kind != string(journal.KindProcess) && *kind != string(journal.KindTmux) {
+		return usagef("--kind must be process or tmux, not %q", *kind)
+	}
+	r, err := openRoot(*rootFlag)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	subj, err := owner.Of(*pid)
+	if err != nil {
+		return fmt.Errorf("subject pid %d: %w", *pid, err)
+	}
+	oid, err := ownerIdentity(*ownerPID)
+	if err != nil {
+		return err
+	}
+	rec := &journal.Record{Kind: journal.Kind(*kind), Label: *label, Subject: &subj, Owner: oid, Phase: journal.PhaseLive}
+	if pg, err := owner.GroupOf(*pid); err == nil && pg == *pid && !*noGroup {
+		rec.PGID = *pid
+	}
+	for _, s := range sockets {
+		rel, err := insideRoot(r, s)
+		if err != nil {
+			return fmt.Errorf("socket %s: %w", s, err)
+		}
+		rec.Sockets = append(rec.Sockets, rel)
+	}
+	for _, p := range paths {
+		rel, err := insideRoot(r, p)
+		if err != nil {
+			return fmt.Errorf("path %s: %w", p, err)
+		}
+		rec.Paths = append(rec.Paths, rel)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Publish(ctx, rec); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, rec.ID)
+	return nil
+}
+
+// insideRoot turns an absolute path inside the root, or a relative one,
+// into the root-relative form records hold; anything else is refused.
+func insideRoot(r *journal.Root, p string) (string, error) {
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(r.Path(), filepath.Clean(p))
+		if err != nil {
+			return "", fmt.Errorf("not inside the root %s: %w", r.Path(), journal.ErrBadName)
+		}
+		p = rel
+	}
+	if err := journal.CheckLocal(p); err != nil {
+		return "", fmt.Errorf("not inside the root %s: %w", r.Path(), err)
+	}
+	return p, nil
+}
+
+func (c *cli) retire(args []string) error {
+	f := c.flags("retire")
+	rootFlag := f.String("root", "", "root directory")
+	id, rest := splitName(args)
+	if err := parse(f, rest); err != nil {
+		return err
+	}
+	if id == "" && f.NArg() == 1 {
+		id = f.Arg(0)
+	} else if id == "" || f.NArg() != 0 {
+		return usagef("retire takes exactly one ID")
+	}
+	if !journal.ValidID(id) {
+		return usagef("invalid record id %q", id)
+	}
+	r, err := openRoot(*rootFlag)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.Retire(id)
+}
+
+// statusEntry is one record in `status --json`.
+type statusEntry struct {
+	ID       string          `json:"id,omitempty"`
+	Path     string          `json:"path"`
+	Kind     string          `json:"kind,omitempty"`
+	Label    string          `json:"label,omitempty"`
+	Phase    string          `json:"phase,omitempty"`
+	Verdict  recover.Verdict `json:"verdict"`
+	Reason   string          `json:"reason"`
+	Subject  *owner.Identity `json:"subject,omitempty"`
+	Owner    *owner.Identity `json:"owner,omitempty"`
+	PGID     int             `json:"pgid,omitempty"`
+	Sockets  []string        `json:"sockets,omitempty"`
+	Paths    []string        `json:"paths,omitempty"`
+	Cgroup   string          `json:"cgroup,omitempty"`
+	Retained bool            `json:"retained"`
+}
+
+type statusDoc struct {
+	Root     string        `json:"root"`
+	Records  []statusEntry `json:"records"`
+	Temps    []string      `json:"temps,omitempty"`
+	Leases   []int         `json:"lease_pids,omitempty"`
+	Extra    []string      `json:"unrecorded,omitempty"`
+	Retained int           `json:"retained"`
+}
+
+func (c *cli) status(args []string) error {
+	f := c.flags("status")
+	rootFlag := f.String("root", "", "root directory")
+	asJSON := f.Bool("json", false, "print one JSON document")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	if f.NArg() != 0 {
+		return usagef("status takes no arguments")
+	}
+	r, err := openRoot(*rootFlag)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st, err := recover.Classify(r)
+	if err != nil {
+		return err
+	}
+	doc := statusDoc{Root: r.Path(), Records: []statusEntry{}}
+	for _, e := range st.Entries {
+		se := statusEntry{Path: e.Path, Verdict: e.Verdict, Reason: e.Reason}
+		if rec := e.Record; rec != nil {
+			o := rec.Owner
+			se.ID, se.Kind, se.Label, se.Phase = rec.ID, string(rec.Kind), rec.Label, string(rec.Phase)
+			se.Subject, se.Owner, se.PGID, se.Sockets, se.Paths, se.Cgroup = rec.Subject, &o, rec.PGID, rec.Sockets, rec.Paths, rec.Cgroup
+		}
+		if e.Verdict == recover.Unknown || e.Verdict == recover.Corrupt {
+			se.Retained = true
+			doc.Retained++
+		}
+		doc.Records = append(doc.Records, se)
+	}
+	for _, t := range st.Scan.Temps {
+		doc.Temps = append(doc.Temps, t.Name)
+	}
+	for _, l := range st.Scan.Leases {
+		doc.Leases = append(doc.Leases, l.Participant.PID)
+	}
+	doc.Extra = st.Scan.Extra
+	if *asJSON {
+		if err := writeJSON(c.stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		c.printStatus(doc)
+	}
+	if doc.Retained > 0 {
+		return &exitError{exitRetained}
+	}
+	return nil
+}
+
+func (c *cli) printStatus(doc statusDoc) {
+	fmt.Fprintf(c.stdout, "root %s: %d record(s)\n", doc.Root, len(doc.Records))
+	if len(doc.Records) > 0 {
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERDICT\tKIND\tSUBJECT\tLABEL\tID\tWHY")
+		for _, e := range doc.Records {
+			subj := "-"
+			if e.Subject != nil {
+				subj = fmt.Sprint(e.Subject.PID)
+			}
+			id := e.ID
+			if id == "" {
+				id = e.Path
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), subj, orDash(e.Label), id, e.Reason)
+		}
+		tw.Flush()
+	}
+	for _, t := range doc.Temps {
+		fmt.Fprintf(c.stdout, "temp file: %s\n", t)
+	}
+	for _, x := range doc.Extra {
+		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", x)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cli) recover(args []string) error {
+	f := c.flags("recover")
+	rootFlag := f.String("root", "", "root directory")
+	all := f.Bool("all", false, "also end what is in use (the runner ending the run)")
+	grace := f.Duration("grace", recover.DefaultGrace, "time between SIGTERM and SIGKILL")
+	dry := f.Bool("dry-run", false, "classify and plan; change nothing")
+	keep := f.Bool("keep-root", false, "never remove the root")
+	asJSON := f.Bool("json", false, "print one JSON document")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	if f.NArg() != 0 {
+		return usagef("recover takes no arguments")
+	}
+	if *grace <= 0 {
+		return usagef("--grace must be positive")
+	}
+	p, err := rootPath(*rootFlag)
+	if err != nil {
+		return err
+	}
+	r, err := journal.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another recoverer already removed it: nothing left to do.
+		rep := &recover.Report{Root: p, Mode: map[bool]string{true: "all", false: "orphans"}[*all], Actions: []recover.Action{}, RootRemoved: true}
+		return c.printReport(rep, *asJSON)
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	// Signals stay caught while recovery runs: a Ctrl-C never cuts it short.
+	_, g := recover.NewGuard(context.Background(), func(context.Context) error { return nil })
+	defer g.Stop()
+	rep, err := recover.Run(context.Background(), r, recover.Options{All: *all, Grace: *grace, DryRun: *dry, KeepRoot: *keep, Log: c.stderr})
+	if err != nil {
+		return err
+	}
+	if rep.Actions == nil {
+		rep.Actions = []recover.Action{}
+	}
+	if err := c.printReport(rep, *asJSON); err != nil {
+		return err
+	}
+	if !rep.Clean() {
+		return &exitError{exitRetained}
+	}
+	if s := g.Signal(); s != nil {
+		return &exitError{g.ExitCode()}
+	}
+	return nil
+}
+
+func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
+	if asJSON {
+		return writeJSON(c.stdout, rep)
+	}
+	counts := map[recover.Verdict]int{}
+	for _, a := range rep.Actions {
+		counts[a.Verdict]++
+		if a.Retained != "" {
+			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(a.ID), a.Retained)
+		}
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(c.stdout, "problem: %s\n", p)
+	}
+	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %d retained; ",
+		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], rep.Retained)
+	switch {
+	case rep.DryRun:
+		fmt.Fprintln(c.stdout, "dry run, nothing changed")
+	case rep.RootRemoved:
+		fmt.Fprintln(c.stdout, "root removed")
+	default:
+		fmt.Fprintf(c.stdout, "root kept: %s\n", rep.RootKept)
+	}
+	return nil
+}

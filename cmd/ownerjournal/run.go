@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ownerjournal/ownerjournal/journal"
+	"github.com/ownerjournal/ownerjournal/owner"
+	"github.com/ownerjournal/ownerjournal/recover"
+)
+
+// scanInterval is how often the supervisor looks for descendants to journal.
+// A descendant is journaled once it has been seen by two consecutive scans,
+// so within 2×scanInterval of appearing (the contract says 250 ms).
+var scanInterval = 100 * time.Millisecond
+
+func (c *cli) run(args []string) error {
+	f := c.flags("run")
+	rootFlag := f.String("root", "", "root directory")
+	label := f.String("label", "", "a label for reports")
+	grace := f.Duration("grace", recover.DefaultGrace, "time between SIGTERM and SIGKILL when ending the tree")
+	cgMode := f.String("cgroup", "auto", "put CMD in a cgroup of its own: auto, require or off")
+	if err := parse(f, args); err != nil {
+		return err
+	}
+	argv := f.Args()
+	if len(argv) == 0 {
+		return usagef("run needs a command after --")
+	}
+	if *grace <= 0 {
+		return usagef("--grace must be positive")
+	}
+	switch *cgMode {
+	case "auto", "require", "off":
+	default:
+		return usagef("--cgroup must be auto, require or off, not %q", *cgMode)
+	}
+	r, err := openRoot(*rootFlag)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := r.Lease(); err != nil {
+		return err
+	}
+	s := &supervisor{c: c, root: r, label: *label, grace: *grace, cgMode: *cgMode, known: map[int]*tracked{}, seen: map[int]uint64{}}
+	code, err := s.run(argv)
+	if err != nil {
+		return err
+	}
+	return &exitError{code}
+}
+
+// tracked is a journaled descendant with its verified handle.
+type tracked struct {
+	id    string
+	p     *owner.Process
+	group bool
+}
+
+type supervisor struct {
+	c      *cli
+	root   *journal.Root
+	label  string
+	grace  time.Duration
+	cgMode string
+
+	self   owner.Identity
+	cmd    *exec.Cmd
+	leader *owner.Process // CMD's pidfd, held for its group's life
+	recID  string
+	cg     containment
+
+	mu    sync.Mutex
+	known map[int]*tracked // journaled descendants by PID
+	seen  map[int]uint64   // PID → start time seen by the previous scan
+}
+
+func (s *supervisor) logf(format string, a ...any) {
+	fmt.Fprintf(s.c.stderr, "ownerjournal run: "+format+"\n", a...)
+}
+
+func (s *supervisor) run(argv []string) (int, error) {
+	var err error
+	if s.self, err = owner.Self(); err != nil {
+		return 0, err
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	parentGone, err := becomeSupervisor()
+	if err != nil {
+		return 0, err
+	}
+	if parentGone {
+		return 0, errors.New("the parent exited before the command could start")
+	}
+	if err := s.start(argv); err != nil {
+		return 0, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+
+	tick := time.NewTicker(scanInterval)
+	defer tick.Stop()
+	stopping := false
+	for done := false; !done; {
+		select {
+		case <-exited:
+			done = true
+		case sig := <-sigs:
+			// Forward to CMD's whole group; the first signal also starts
+			// the end of the tree. Later signals never cut it short.
+			if err := s.leaderSignal(sig.(syscall.Signal)); err != nil && !errors.Is(err, owner.ErrGone) {
+				s.logf("forward %v: %v", sig, err)
+			}
+			if !stopping {
+				stopping = true
+				go func() {
+					s.endTree(context.Background())
+				}()
+			}
+		case <-tick.C:
+			s.scan()
+		}
+	}
+	s.endTree(context.Background())
+	return exitStatus(s.cmd.ProcessState), nil
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// start publishes an intent record, starts CMD in its own process group
+// (and cgroup), and updates the record to live, all inside one admission.
+func (s *supervisor) start(argv []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, err := s.root.Admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.Done()
+	if s.cg, err = newContainment(s.cgMode, s.self); err != nil {
+		return err
+	}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label, Owner: s.self, Phase: journal.PhaseIntent, Cgroup: s.cg.path()}
+	if err := adm.Publish(rec); err != nil {
+		s.cg.remove()
+		return err
+	}
+	s.recID = rec.ID
+	s.cmd = exec.Command(argv[0], argv[1:]...)
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	s.cmd.SysProcAttr = childAttr(s.cg)
+	if err := s.cmd.Start(); err != nil {
+		s.root.Retire(rec.ID)
+		s.cg.remove()
+		return err
+	}
+	// CMD is our unreaped child, so its PID cannot be reused before Wait.
+	id, err := owner.Of(s.cmd.Process.Pid)
+	if err != nil {
+		// It exited already; its end is handled by endTree.
+		return nil
+	}
+	if s.leader, err = owner.Open(id); err != nil {
+		return nil
+	}
+	rec.Subject, rec.PGID, rec.Phase = &id, id.PID, journal.PhaseLive
+	return adm.Publish(rec)
+}
+
+func (s *supervisor) leaderSignal(sig syscall.Signal) error {
+	if s.leader == nil {
+		return owner.ErrGone
+	}
+	return s.leader.SignalGroup(sig)
+}
+
+// scan journals descendants that have lived for a whole scan interval and
+// reaps adopted children that have exited.
+func (s *supervisor) scan() {
+	pids := descendants(s.self.PID)
+	next := make(map[int]uint64, len(pids))
+	for _, pid := range pids {
+		if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
+			continue
+		}
+		id, err := owner.Of(pid)
+		if err != nil {
+			reapIfChild(pid)
+			continue
+		}
+		next[pid] = id.StartTime
+		s.mu.Lock()
+		_, known := s.known[pid]
+		s.mu.Unlock()
+		if known || s.seen[pid] != id.StartTime {
+			continue
+		}
+		s.track(id)
+	}
+	s.seen = next
+}
+
+// track journals one descendant and retires its record when it exits.
+func (s *supervisor) track(id owner.Identity) {
+	p, err := owner.Open(id)
+	if err != nil {
+		return
+	}
+	pg, _ := owner.GroupOf(id.PID)
+	t := &tracked{p: p, group: pg == id.PID}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label + " (descendant)", Subject: &id, Owner: s.self, Phase: journal.PhaseLive}
+	if t.group {
+		rec.PGID = id.PID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.root.Publish(ctx, rec); err != nil {
+		p.Close()
+		return
+	}
+	t.id = rec.ID
+	s.mu.Lock()
+	s.known[id.PID] = t
+	s.mu.Unlock()
+	go func() {
+		p.Wait(context.Background())
+		reapIfChild(id.PID)
+		s.root.Retire(t.id)
+		s.mu.Lock()
+		delete(s.known, id.PID)
+		s.mu.Unlock()
+		p.Close()
+	}()
+}
+
+var endOnce sync.Mutex
+
+// endTree ends CMD's group, its cgroup and every descendant, in parallel,
+// with the grace/escalation of recover.Terminate, until no descendant is
+// left; then it retires CMD's record. It runs to completion once; a
+// concurrent call waits for it.
+func (s *supervisor) endTree(ctx context.Context) {
+	endOnce.Lock()
+	defer endOnce.Unlock()
+	if err := s.cg.kill(ctx, s.grace); err != nil {
+		s.logf("%v", err)
+	}
+	deadline := time.Now().Add(4 * s.grace)
+	for round := 0; ; round++ {
+		var wg sync.WaitGroup
+		if s.leader != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := recover.Terminate(ctx, s.leader, true, s.grace); err != nil {
+					s.logf("%v", err)
+				}
+			}()
+		}
+		for _, pid := range descendants(s.self.PID) {
+			if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
+				continue
+			}
+			id, err := owner.Of(pid)
+			if err != nil {
+				reapIfChild(pid)
+				continue
+			}
+			p, err := owner.Open(id)
+			if err != nil {
+				continue
+			}
+			pg, _ := owner.GroupOf(pid)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer p.Close()
+				if _, err := recover.Terminate(ctx, p, pg == pid, s.grace); err != nil {
+					s.logf("%v", err)
+				}
+				reapIfChild(pid)
+			}()
+		}
+		wg.Wait()
+		if len(liveDescendants(s.self.PID, s.cmd)) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	s.cg.remove()
+	if s.recID != "" {
+		if err := s.root.Retire(s.recID); err != nil && !errors.Is(err, journal.ErrNotFound) {
+			s.logf("%v", err)
+		}
+	}
+}
+
+// liveDescendants lists descendants that are not zombies, reaping adopted
+// zombies on the way.
+func liveDescendants(self int, cmd *exec.Cmd) []int {
+	var live []int
+	for _, pid := range descendants(self) {
+		if cmd.Process != nil && pid == cmd.Process.Pid {
+			continue
+		}
+		if _, err := owner.Of(pid); err != nil {
+			reapIfChild(pid)
+			continue
+		}
+		live = append(live, pid)
+	}
+	return live
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// becomeSupervisor makes the process a child subreaper (prctl(2)
+// PR_SET_CHILD_SUBREAPER), so daemonized descendants re-parent to it instead
+// of init, and sets its own parent-death signal to SIGTERM so that a
+// SIGKILLed parent (a Node worker) makes it end the tree. The parent may have
+// died before prctl: getppid is checked afterwards to close that race.
+func becomeSupervisor() (parentGone bool, err error) {
+	ppid := os.Getppid()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return false, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		return false, os.NewSyscallError("prctl(PR_SET_PDEATHSIG)", err)
+	}
+	return os.Getppid() != ppid, nil
+}
+
+// childAttr starts CMD in its own process group, with SIGKILL as its
+// parent-death signal, and inside the cgroup from birth when there is one
+// (clone3 CLONE_INTO_CGROUP).
+func childAttr(cg containment) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if fd, ok := cg.fd(); ok {
+		a.UseCgroupFD, a.CgroupFD = true, fd
+	}
+	return a
+}
+
+// descendants walks /proc/PID/task/*/children from pid down.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children(p) {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+func children(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []int
+	for _, t := range tids {
+		b, err := os.ReadFile(dir + "/" + t + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// reapIfChild reaps pid if it is an exited child of ours (an adopted
+// descendant), without blocking.
+func reapIfChild(pid int) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Package recover replays a journal root: it classifies every record,
+// terminates live orphans with verified signals, stops tmux servers behind
+// recorded sockets, removes recorded paths and, last, removes the root once
+// every recorded owner is verified dead.
+//
+// The package is deliberately named recover: it is the verb of the design.
+// A file that imports it shadows the builtin recover, which this project's
+// code never needs (library code does not panic); import it under another
+// name if a file must use the builtin.
+//
+// Verdicts (see [Verdict]): in-use (owner alive), orphan (owner dead,
+// subject alive), stale (both dead), unknown (cannot be verified: retained,
+// never acted on) and corrupt (not believed: retained and reported).
+//
+// Guarantees:
+//   - By default [Run] acts only on orphan and stale records: it is safe for
+//     any participant at any time, and it is the daemon start-up step. With
+//     [Options.All] it first marks the root closing and takes the exclusive
+//     lock, so it waits for admitted creators, and then also ends what is in
+//     use.
+//   - Orphans are terminated concurrently: SIGTERM (to the process group where
+//     one is recorded), up to [Options.Grace] for the exit, SIGKILL, up to the
+//     grace again; exits are confirmed on the pidfd. N orphans cost about one
+//     grace period, not N.
+//   - A signal goes only through a handle verified against the recorded
+//     identity, never to the recoverer or its ancestors.
+//   - A socket is unlinked only when it lies in the root, is a socket of
+//     ours and nothing answers on it any more; a tmux server behind it is
+//     stopped first with `tmux -S SOCKET kill-server` under a scrubbed
+//     environment and a timeout.
+//   - Paths are removed deepest first; every error is collected. ENOENT is
+//     progress.
+//   - The root is removed last, under the exclusive lock, after a final
+//     rescan finds nothing left; anything ambiguous keeps the root.
+//
+// Caveats: members of a recorded process group that were not journaled
+// individually are reached through the group leader's handle, which requires
+// the leader to be alive when recovery opens it (Linux cannot open a pidfd on
+// a dead leader). Escaped descendants (setsid daemons) are found only if a
+// participant journaled them (ownerjournal run does, and so does a cgroup).
+package recover

@@ -1,0 +1,364 @@
+package recover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ownerjournal/ownerjournal/journal"
+	"github.com/ownerjournal/ownerjournal/owner"
+)
+
+// DefaultGrace is the grace period between SIGTERM and SIGKILL.
+const DefaultGrace = 5 * time.Second
+
+// Options controls a recovery.
+type Options struct {
+	// All also ends what is in use (owner alive): the runner ending the
+	// run. It marks the root closing and waits for admitted creators first.
+	All bool
+	// Grace between SIGTERM and SIGKILL, and the bound on each wait for an
+	// exit. Zero means DefaultGrace.
+	Grace time.Duration
+	// DryRun classifies and plans; it changes nothing.
+	DryRun bool
+	// KeepRoot never removes the root (a daemon recovering its own root).
+	KeepRoot bool
+	// Tmux is the tmux binary used for kill-server; empty means "tmux"
+	// looked up on a fixed PATH.
+	Tmux string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Action is what recovery did (or, in a dry run, would do) to one record.
+type Action struct {
+	ID       string        `json:"id,omitempty"`
+	Path     string        `json:"path"`
+	Kind     string        `json:"kind,omitempty"`
+	Label    string        `json:"label,omitempty"`
+	Verdict  Verdict       `json:"verdict"`
+	Reason   string        `json:"reason"`
+	Done     []string      `json:"done,omitempty"`
+	Retained string        `json:"retained,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Root        string   `json:"root"`
+	Mode        string   `json:"mode"`
+	DryRun      bool     `json:"dry_run,omitempty"`
+	Actions     []Action `json:"records"`
+	Temps       []string `json:"temps_removed,omitempty"`
+	Problems    []string `json:"problems,omitempty"`
+	RootRemoved bool     `json:"root_removed"`
+	RootKept    string   `json:"root_kept,omitempty"`
+	// Retained counts what should be gone but is not: unknown or corrupt
+	// records, unconfirmed kills, undeletable resources, and in All mode a
+	// root that could not be removed.
+	Retained int           `json:"retained"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+}
+
+// Clean reports whether everything that should be gone is verified gone.
+func (r *Report) Clean() bool { return r.Retained == 0 }
+
+// Run replays the journal of root as opts says and returns a report. An
+// error is returned only when recovery could not run at all (an unreadable
+// root); everything else is in the report. With All, the calling process's
+// own lease on root is released so that the root can go.
+func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error) {
+	start := time.Now()
+	if opts.Grace <= 0 {
+		opts.Grace = DefaultGrace
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	rep := &Report{Root: root.Path(), Mode: "orphans", DryRun: opts.DryRun}
+	if opts.All {
+		rep.Mode = "all"
+	}
+	var excl *journal.Exclusive
+	if opts.All && !opts.DryRun {
+		if err := root.MarkClosing(); err != nil {
+			return nil, err
+		}
+		if err := root.ReleaseLease(); err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+		x, err := root.LockExclusive(ctx)
+		if errors.Is(err, journal.ErrClosing) {
+			// Another recoverer finished and removed the root: progress.
+			rep.RootRemoved = true
+			rep.RootKept = ""
+			rep.Elapsed = time.Since(start)
+			return rep, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		excl = x
+		defer excl.Unlock()
+	}
+	r := &run{root: root, opts: opts, rep: rep}
+	if err := r.pass(ctx); err != nil {
+		return nil, err
+	}
+	if !opts.DryRun {
+		r.finish(ctx, excl)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+type run struct {
+	root *journal.Root
+	opts Options
+	rep  *Report
+	mu   sync.Mutex
+}
+
+func (r *run) logf(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.opts.Log, format+"\n", a...)
+}
+
+// pass classifies every record and acts on those the mode allows, all in
+// parallel.
+func (r *run) pass(ctx context.Context) error {
+	st, err := Classify(r.root)
+	if err != nil {
+		return err
+	}
+	actions := make([]Action, len(st.Entries))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 512)
+	for i, e := range st.Entries {
+		a := &actions[i]
+		*a = Action{Path: e.Path, Verdict: e.Verdict, Reason: e.Reason}
+		if e.Record != nil {
+			a.ID, a.Kind, a.Label = e.Record.ID, string(e.Record.Kind), e.Record.Label
+		}
+		switch {
+		case e.Verdict == Corrupt:
+			a.Retained = "corrupt record: " + e.Reason
+			continue
+		case e.Verdict == Unknown:
+			a.Retained = "cannot be verified: " + e.Reason
+			continue
+		case e.Verdict == InUse && !r.opts.All:
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t0 := time.Now()
+			r.end(ctx, e, a)
+			a.Duration = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	for _, a := range actions {
+		if a.Retained != "" {
+			r.rep.Retained++
+		}
+	}
+	r.rep.Actions = append(r.rep.Actions, actions...)
+	r.cleanTemps(st.Scan)
+	return nil
+}
+
+// end ends one record: subject (and group, cgroup), tmux servers, sockets,
+// paths, then retires it. Anything that cannot be confirmed is retained.
+func (r *run) end(ctx context.Context, e Entry, a *Action) {
+	rec := e.Record
+	did := func(s string) { a.Done = append(a.Done, s) }
+	var retained []string
+	if r.opts.DryRun {
+		if e.SubjectAlive {
+			did(fmt.Sprintf("would terminate %v", rec.Subject))
+		}
+		for _, s := range rec.Sockets {
+			did("would stop and unlink socket " + s)
+		}
+		for _, p := range rec.Paths {
+			did("would remove " + p)
+		}
+		if rec.Cgroup != "" {
+			did("would kill cgroup " + rec.Cgroup)
+		}
+		did("would retire")
+		return
+	}
+	if rec.Cgroup != "" {
+		if msg, err := endCgroup(ctx, rec.Cgroup, r.opts.Grace); err != nil {
+			retained = append(retained, err.Error())
+		} else if msg != "" {
+			did(msg)
+		}
+	}
+	if rec.Kind == journal.KindTmux {
+		for _, s := range rec.Sockets {
+			if msg, err := r.stopTmux(ctx, s); err != nil {
+				retained = append(retained, err.Error())
+			} else if msg != "" {
+				did(msg)
+			}
+		}
+	}
+	if rec.Subject != nil && e.SubjectAlive {
+		msgs, err := terminate(ctx, *rec.Subject, rec.PGID != 0, r.opts.Grace)
+		a.Done = append(a.Done, msgs...)
+		if err != nil {
+			retained = append(retained, err.Error())
+		}
+	}
+	if len(retained) == 0 {
+		for _, s := range rec.Sockets {
+			if msg, err := r.unlinkSocket(s); err != nil {
+				retained = append(retained, err.Error())
+			} else if msg != "" {
+				did(msg)
+			}
+		}
+		paths := append([]string(nil), rec.Paths...)
+		// Deepest first: a nested recorded path goes before its parent.
+		sort.SliceStable(paths, func(i, j int) bool { return depth(paths[i]) > depth(paths[j]) })
+		for _, p := range paths {
+			if err := removeTree(r.root.Dir(), p); err != nil {
+				retained = append(retained, err.Error())
+			} else {
+				did("removed " + p)
+			}
+		}
+	}
+	if len(retained) > 0 {
+		a.Retained = joinReasons(retained)
+		r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
+		return
+	}
+	if err := r.root.Retire(rec.ID); err != nil && !errors.Is(err, journal.ErrNotFound) {
+		a.Retained = err.Error()
+		return
+	}
+	did("retired")
+	r.logf("ownerjournal: %s %s (%s): %s", e.Verdict, rec.ID, rec.Label, joinReasons(a.Done))
+}
+
+// cleanTemps removes temp files whose writer is verified dead.
+func (r *run) cleanTemps(scan *journal.Scan) {
+	for _, t := range scan.Temps {
+		cur, err := owner.Of(t.Writer.PID)
+		switch {
+		case err == nil && cur.StartTime == t.Writer.StartTime:
+			continue // writer alive: a publish in progress
+		case err != nil && !errors.Is(err, owner.ErrGone):
+			r.rep.Retained++
+			r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("temp file %s: writer cannot be verified: %v", t.Name, err))
+			continue
+		}
+		if r.opts.DryRun {
+			r.rep.Temps = append(r.rep.Temps, "would remove "+t.Name)
+			continue
+		}
+		if err := r.root.RemoveTemp(t); err != nil {
+			r.rep.Retained++
+			r.rep.Problems = append(r.rep.Problems, err.Error())
+			continue
+		}
+		r.rep.Temps = append(r.rep.Temps, t.Name)
+	}
+}
+
+// finish removes free leases and, unless told to keep it, the root.
+func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
+	rep := r.rep
+	if r.opts.All {
+		r.awaitParticipants(ctx)
+	}
+	if r.opts.KeepRoot {
+		rep.RootKept = "kept as asked (--keep-root)"
+		return
+	}
+	if excl == nil {
+		x, err := r.root.TryLockExclusive()
+		switch {
+		case errors.Is(err, journal.ErrClosing):
+			rep.RootRemoved = true
+			return
+		case err != nil:
+			rep.RootKept = err.Error()
+			rep.Problems = append(rep.Problems, err.Error())
+			rep.Retained++
+			return
+		case x == nil:
+			rep.RootKept = "in use: a participant holds an admission"
+			return
+		}
+		defer x.Unlock()
+		excl = x
+	}
+	err := excl.RemoveRoot()
+	switch {
+	case err == nil:
+		rep.RootRemoved = true
+		r.logf("ownerjournal: removed root %s", rep.Root)
+	case errors.Is(err, journal.ErrInUse) && !r.opts.All:
+		rep.RootKept = err.Error()
+	default:
+		rep.RootKept = err.Error()
+		rep.Retained++
+	}
+}
+
+// awaitParticipants waits, up to the grace period, for participants that
+// still hold a lease (a supervisor retiring what it owned) to exit.
+func (r *run) awaitParticipants(ctx context.Context) {
+	scan, err := r.root.Scan()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range scan.Leases {
+		if ls, err := r.root.LeaseOf(l.Participant); err != nil || ls != journal.LeaseHeld {
+			continue
+		}
+		id, err := owner.Of(l.Participant.PID)
+		if err != nil || id.StartTime != l.Participant.StartTime {
+			continue
+		}
+		p, err := owner.Open(id)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.Close()
+			p.Wait(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func joinReasons(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package recover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/ownerjournal/ownerjournal/journal"
+)
+
+// tmuxPath is the fixed PATH tmux is looked up on and run with: nothing
+// from the caller's environment reaches the cleanup client.
+const tmuxPath = "/usr/local/bin:/usr/bin:/bin"
+
+// tmuxTimeout bounds one `tmux kill-server`.
+var tmuxTimeout = 5 * time.Second
+
+// scrubbedEnv is the whole environment of the cleanup client: no TMUX (which
+// would point it at another server), no credentials, nothing inherited.
+func scrubbedEnv() []string {
+	return []string{"PATH=" + tmuxPath, "HOME=/", "LC_ALL=C"}
+}
+
+// socketState is what a recorded socket path holds.
+type socketState int
+
+const (
+	sockGone    socketState = iota // ENOENT: progress
+	sockSilent                     // a socket of ours, nothing answers
+	sockAnswers                    // a server accepted the connection
+)
+
+// checkSocket validates a recorded socket (inside the root, a socket, owned
+// by the effective UID) and probes it with a connect.
+func (r *run) checkSocket(name string) (socketState, string, error) {
+	if err := journal.CheckLocal(name); err != nil {
+		return 0, "", err
+	}
+	path := filepath.Join(r.root.Path(), name)
+	fi, err := r.root.Dir().Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sockGone, path, nil
+	}
+	if err != nil {
+		return 0, path, fmt.Errorf("socket %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return 0, path, fmt.Errorf("socket %s: not a socket (%v), left in place", path, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return 0, path, fmt.Errorf("socket %s: not owned by uid %d, left in place", path, os.Geteuid())
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return sockAnswers, path, nil
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return sockSilent, path, nil
+	case errors.Is(err, syscall.ENOENT):
+		return sockGone, path, nil
+	}
+	return 0, path, fmt.Errorf("socket %s: cannot probe: %w", path, err)
+}
+
+// stopTmux stops the tmux server behind a recorded socket, if one answers.
+func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
+	st, path, err := r.checkSocket(name)
+	if err != nil || st != sockAnswers {
+		return "", err
+	}
+	bin := r.opts.Tmux
+	if bin == "" {
+		bin = "tmux"
+	}
+	bin, err = lookFixed(bin)
+	if err != nil {
+		return "", fmt.Errorf("tmux server on %s answers but %w", path, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-S", path, "kill-server")
+	cmd.Env = scrubbedEnv()
+	cmd.Dir = "/"
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		// A server that exits while answering makes kill-server fail;
+		// what counts is whether the socket still answers.
+		if st, _, _ := r.checkSocket(name); st == sockAnswers {
+			return "", fmt.Errorf("tmux kill-server on %s: %v: %s", path, err, out)
+		}
+	}
+	return "tmux kill-server on " + name, nil
+}
+
+// unlinkSocket removes a recorded socket once nothing answers on it.
+func (r *run) unlinkSocket(name string) (string, error) {
+	st, path, err := r.checkSocket(name)
+	switch {
+	case err != nil:
+		return "", err
+	case st == sockGone:
+		return "", nil
+	case st == sockAnswers:
+		return "", fmt.Errorf("socket %s still answers, left in place", path)
+	}
+	if err := r.root.Dir().Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("unlink socket %s: %w", path, err)
+	}
+	return "unlinked socket " + name, nil
+}
+
+// lookFixed finds bin on the fixed tmuxPath, never on the caller's PATH.
+func lookFixed(bin string) (string, error) {
+	if filepath.IsAbs(bin) {
+		return exec.LookPath(bin)
+	}
+	for _, dir := range filepath.SplitList(tmuxPath) {
+		if p, err := exec.LookPath(filepath.Join(dir, bin)); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not installed in %s: %w", bin, tmuxPath, exec.ErrNotFound)
+}
