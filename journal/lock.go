@@ -68,6 +68,14 @@ type Admission struct {
 func (r *Root) Admit(ctx context.Context) (*Admission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A teardown marks the root closing before it takes the exclusive lock:
+	// refuse at once rather than wait for a lock that ends in refusal.
+	if closing, err := r.closing(); err != nil || closing {
+		if err == nil {
+			err = fmt.Errorf("journal: %s: %w", r.path, ErrClosing)
+		}
+		return nil, err
+	}
 	if r.sharedN == 0 {
 		// Never O_CREAT: the lock file is made by Open, and a missing one
 		// means the root was removed.

@@ -64,7 +64,9 @@ type Record struct {
 	Paths   []string `json:"paths,omitempty"`
 	// Cgroup is the absolute path of a cgroup v2 directory that holds the
 	// subject's whole tree.
-	Cgroup  string    `json:"cgroup,omitempty"`
+	Cgroup string `json:"cgroup,omitempty"`
+	// Note is free text for reports, such as why a run has no cgroup.
+	Note    string    `json:"note,omitempty"`
 	Phase   Phase     `json:"phase"`
 	Created time.Time `json:"created"`
 }
@@ -114,6 +116,8 @@ func (rec *Record) Validate() error {
 		return bad("invalid phase %q", rec.Phase)
 	case len(rec.Label) > 256:
 		return bad("label longer than 256 bytes")
+	case len(rec.Note) > 1024:
+		return bad("note longer than 1024 bytes")
 	case rec.Owner.PID <= 0:
 		return bad("owner pid %d", rec.Owner.PID)
 	case len(rec.Sockets) > 64 || len(rec.Paths) > 256:

@@ -117,6 +117,15 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	return rep, nil
 }
 
+// stageHook is a test seam, called at the marked points of [Run] so that a
+// crash test can SIGKILL a recoverer half-way and check that the next one
+// finishes: "classified" (every record classified, nothing done yet),
+// "signalled" (one record's subject ended, before its sockets, paths and
+// retirement; called concurrently), "retired" (every record handled, before
+// temp files and the root) and "removing" (under the exclusive lock, just
+// before the root is removed). It must not be set outside tests.
+var stageHook = func(stage string) {}
+
 type run struct {
 	root *journal.Root
 	opts Options
@@ -137,6 +146,7 @@ func (r *run) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stageHook("classified")
 	actions := make([]Action, len(st.Entries))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 512)
@@ -167,6 +177,9 @@ func (r *run) pass(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if !r.opts.DryRun {
+		stageHook("retired")
+	}
 	for _, a := range actions {
 		if a.Retained != "" {
 			r.rep.Retained++
@@ -199,13 +212,6 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 		did("would retire")
 		return
 	}
-	if rec.Cgroup != "" {
-		if msg, err := endCgroup(ctx, rec.Cgroup, r.opts.Grace); err != nil {
-			retained = append(retained, err.Error())
-		} else if msg != "" {
-			did(msg)
-		}
-	}
 	if rec.Kind == journal.KindTmux {
 		for _, s := range rec.Sockets {
 			if msg, err := r.stopTmux(ctx, s); err != nil {
@@ -220,6 +226,16 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 		a.Done = append(a.Done, msgs...)
 		if err != nil {
 			retained = append(retained, err.Error())
+		}
+		stageHook("signalled")
+	}
+	// The cgroup goes after the subject had its grace period: it catches
+	// every member the journal does not name (setsid daemons included).
+	if rec.Cgroup != "" {
+		if msg, err := endCgroup(ctx, rec.Cgroup, r.opts.Grace); err != nil {
+			retained = append(retained, err.Error())
+		} else if msg != "" {
+			did(msg)
 		}
 	}
 	if len(retained) == 0 {
@@ -251,7 +267,11 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 		return
 	}
 	did("retired")
-	r.logf("ownerjournal: %s %s (%s): %s", e.Verdict, rec.ID, rec.Label, joinReasons(a.Done))
+	label := ""
+	if rec.Label != "" {
+		label = " (" + rec.Label + ")"
+	}
+	r.logf("ownerjournal: %s %s%s: %s", e.Verdict, rec.ID, label, joinReasons(a.Done))
 }
 
 // cleanTemps removes temp files whose writer is verified dead.
@@ -307,6 +327,7 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 		defer x.Unlock()
 		excl = x
 	}
+	stageHook("removing")
 	err := excl.RemoveRoot()
 	switch {
 	case err == nil:

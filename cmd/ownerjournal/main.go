@@ -340,6 +340,7 @@ type statusEntry struct {
 	Sockets  []string        `json:"sockets,omitempty"`
 	Paths    []string        `json:"paths,omitempty"`
 	Cgroup   string          `json:"cgroup,omitempty"`
+	Note     string          `json:"note,omitempty"`
 	Retained bool            `json:"retained"`
 }
 
@@ -377,7 +378,7 @@ func (c *cli) status(args []string) error {
 		if rec := e.Record; rec != nil {
 			o := rec.Owner
 			se.ID, se.Kind, se.Label, se.Phase = rec.ID, string(rec.Kind), rec.Label, string(rec.Phase)
-			se.Subject, se.Owner, se.PGID, se.Sockets, se.Paths, se.Cgroup = rec.Subject, &o, rec.PGID, rec.Sockets, rec.Paths, rec.Cgroup
+			se.Subject, se.Owner, se.PGID, se.Sockets, se.Paths, se.Cgroup, se.Note = rec.Subject, &o, rec.PGID, rec.Sockets, rec.Paths, rec.Cgroup, rec.Note
 		}
 		if e.Verdict == recover.Unknown || e.Verdict == recover.Corrupt {
 			se.Retained = true
@@ -422,6 +423,14 @@ func (c *cli) printStatus(doc statusDoc) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), subj, orDash(e.Label), id, e.Reason)
 		}
 		tw.Flush()
+	}
+	for _, e := range doc.Records {
+		switch {
+		case e.Cgroup != "":
+			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", e.ID, e.Cgroup)
+		case e.Note != "":
+			fmt.Fprintf(c.stdout, "%s: %s\n", e.ID, e.Note)
+		}
 	}
 	for _, t := range doc.Temps {
 		fmt.Fprintf(c.stdout, "temp file: %s\n", t)

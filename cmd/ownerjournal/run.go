@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -153,10 +154,10 @@ func (s *supervisor) start(argv []string) error {
 		return err
 	}
 	defer adm.Done()
-	if s.cg, err = newContainment(s.cgMode, s.self); err != nil {
+	if s.cg, err = newContainment(s.cgMode); err != nil {
 		return err
 	}
-	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label, Owner: s.self, Phase: journal.PhaseIntent, Cgroup: s.cg.path()}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label, Owner: s.self, Phase: journal.PhaseIntent, Cgroup: s.cg.path(), Note: s.cg.why}
 	if err := adm.Publish(rec); err != nil {
 		s.cg.remove()
 		return err
@@ -224,7 +225,7 @@ func (s *supervisor) track(id owner.Identity) {
 	}
 	pg, _ := owner.GroupOf(id.PID)
 	t := &tracked{p: p, group: pg == id.PID}
-	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label + " (descendant)", Subject: &id, Owner: s.self, Phase: journal.PhaseLive}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: strings.TrimSpace(s.label + " descendant"), Subject: &id, Owner: s.self, Phase: journal.PhaseLive}
 	if t.group {
 		rec.PGID = id.PID
 	}
@@ -258,9 +259,6 @@ var endOnce sync.Mutex
 func (s *supervisor) endTree(ctx context.Context) {
 	endOnce.Lock()
 	defer endOnce.Unlock()
-	if err := s.cg.kill(ctx, s.grace); err != nil {
-		s.logf("%v", err)
-	}
 	deadline := time.Now().Add(4 * s.grace)
 	for round := 0; ; round++ {
 		var wg sync.WaitGroup
@@ -298,11 +296,18 @@ func (s *supervisor) endTree(ctx context.Context) {
 			}()
 		}
 		wg.Wait()
+		// Whatever is still in the cgroup after the graceful round (a
+		// member that escaped the process tree view) ends at once.
+		if err := s.cg.kill(ctx, s.grace); err != nil {
+			s.logf("%v", err)
+		}
 		if len(liveDescendants(s.self.PID, s.cmd)) == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
-	s.cg.remove()
+	if err := s.cg.remove(); err != nil {
+		s.logf("%v", err)
+	}
 	if s.recID != "" {
 		if err := s.root.Retire(s.recID); err != nil && !errors.Is(err, journal.ErrNotFound) {
 			s.logf("%v", err)
