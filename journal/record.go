@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -210,7 +209,9 @@ func Decode(b []byte) (*Record, error) {
 	if err := dec.Decode(&rec); err != nil {
 		return nil, fmt.Errorf("not a record: %v", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	// Only whitespace may follow the record. (Checked on the bytes: the
+	// decoder's Token would build an error value for every record.)
+	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) != 0 {
 		return nil, fmt.Errorf("trailing data after the record")
 	}
 	if err := checkMemberNames(b); err != nil {
@@ -226,59 +227,56 @@ func Decode(b []byte) (*Record, error) {
 // that match a field only case-insensitively (with Unicode folding: "ID",
 // "\u017fubject") and duplicate members, of which it keeps the last. Every
 // member name of the schema is lowercase ASCII letters and underscores. b
-// must hold one syntactically valid JSON value.
+// must hold one syntactically valid JSON value (Decode has parsed it), so a
+// string followed by ':' is a member name.
 func checkMemberNames(b []byte) error {
-	type frame struct {
-		names     map[string]bool // nil for an array
-		expectKey bool
-	}
-	var stack []*frame
-	afterValue := func() {
-		if n := len(stack); n > 0 && stack[n-1].names != nil {
-			stack[n-1].expectKey = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("not a record: %v", err)
-		}
-		if n := len(stack); n > 0 && stack[n-1].expectKey {
-			top := stack[n-1]
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:n-1]
-				afterValue()
+	var stack []map[string]bool // one per open object; nil for an array
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			stack = append(stack, map[string]bool{})
+		case '[':
+			stack = append(stack, nil)
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case '"':
+			j := i + 1
+			for ; j < len(b) && b[j] != '"'; j++ {
+				if b[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(b) {
+				return fmt.Errorf("not a record: unterminated string")
+			}
+			str := b[i : j+1]
+			i = j
+			k := j + 1
+			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\n' || b[k] == '\r') {
+				k++
+			}
+			if k >= len(b) || b[k] != ':' || len(stack) == 0 || stack[len(stack)-1] == nil {
 				continue
 			}
-			name, _ := tok.(string)
+			name := string(str[1 : len(str)-1])
+			if bytes.IndexByte(str, '\\') >= 0 {
+				if err := json.Unmarshal(str, &name); err != nil {
+					return fmt.Errorf("not a record: %v", err)
+				}
+			}
 			if !memberNameOK(name) {
 				return fmt.Errorf("member name %q is not in the schema", name)
 			}
-			if top.names[name] {
+			names := stack[len(stack)-1]
+			if names[name] {
 				return fmt.Errorf("duplicate member %q", name)
 			}
-			top.names[name] = true
-			top.expectKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{names: map[string]bool{}, expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim(']'):
-			if n := len(stack); n > 0 {
-				stack = stack[:n-1]
-			}
-			afterValue()
-		default:
-			afterValue()
+			names[name] = true
 		}
 	}
+	return nil
 }
 
 func memberNameOK(name string) bool {

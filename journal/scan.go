@@ -86,10 +86,14 @@ func (r *Root) publish(rec *Record) error {
 // Test seams: publishHook is called at each step of a publish ("written":
 // the temp file holds the record; "renamed": the record is under its final
 // name; "synced": records/ is fsynced); scanHook is called for each
-// record file name after records/ was listed and before the file is read.
+// record file name after records/ was listed ("listed") and after the file
+// was opened ("opened").
+// removeRootHook is called by RemoveRoot once the tombstone is emptied,
+// before it is removed.
 var (
-	publishHook = func(step string) {}
-	scanHook    = func(name string) {}
+	publishHook    = func(step string) {}
+	scanHook       = func(step, name string) {}
+	removeRootHook = func() {}
 )
 
 func (r *Root) syncDir() error {
@@ -188,7 +192,7 @@ func (r *Root) Scan() (*Scan, error) {
 			s.Corrupt = append(s.Corrupt, &CorruptError{path, "unexpected entry in records/"})
 			continue
 		}
-		scanHook(name)
+		scanHook("listed", name)
 		rec, reason, gone := readRecord(d, name, e.Type())
 		switch {
 		case gone:
@@ -280,6 +284,7 @@ func readRecord(d *os.File, name string, typ fs.FileMode) (rec *Record, reason s
 		return nil, "cannot open: " + err.Error(), false
 	}
 	defer f.Close()
+	scanHook("opened", name)
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, "cannot stat: " + err.Error(), false
@@ -294,7 +299,9 @@ func readRecord(d *os.File, name string, typ fs.FileMode) (rec *Record, reason s
 		return nil, fmt.Sprintf("owned by uid %d, not %d", st.Uid, geteuid()), false
 	case fi.Mode().Perm()&0o022 != 0:
 		return nil, fmt.Sprintf("mode %04o is group- or world-writable", fi.Mode().Perm()), false
-	case st.Nlink != 1:
+	case st.Nlink > 1:
+		// Nlink 0 is a record retired or replaced after the open: what
+		// was read is the record as it was a moment ago, not corrupt.
 		return nil, fmt.Sprintf("has %d hard links (a link to a file elsewhere?)", st.Nlink), false
 	case fi.Size() > MaxRecordSize:
 		return nil, fmt.Sprintf("%d bytes, over the %d-byte limit", fi.Size(), MaxRecordSize), false
@@ -413,6 +420,7 @@ func (x *Exclusive) RemoveRoot() error {
 			errs = append(errs, err)
 		}
 	}
+	removeRootHook()
 	// A participant that passed MarkClosing's check before the rename may
 	// still create the closing marker in the tombstone: remove it again
 	// (only it; nothing else can be created without a lock or the path).

@@ -203,6 +203,9 @@ type Process struct {
 // not running (or the PID is reused), [ErrUnverifiable] if it cannot be
 // verified, and [ErrRefused] for the caller and its ancestors.
 func Open(id Identity) (*Process, error) {
+	if id.PID <= 0 {
+		return nil, fmt.Errorf("owner: invalid pid %d: %w", id.PID, ErrGone)
+	}
 	if err := refuseSelfOrAncestor(id.PID); err != nil {
 		return nil, err
 	}

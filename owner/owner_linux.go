@@ -43,7 +43,7 @@ func readProc(pid int) (procInfo, error) {
 	}
 	var buf [1024]byte
 	n, err := io.ReadFull(f, buf[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && err != io.EOF {
 		return procInfo{}, procErr(pid, err)
 	}
 	sf, err := parseStat(buf[:n])
@@ -189,26 +189,11 @@ func (h handle) wait(ctx context.Context) error {
 func (h handle) close() error { return h.f.Close() }
 
 func groupAlive(pgid int) (bool, error) {
-	d, err := os.Open(procRoot)
+	alive, err := groupSweeps.get()
 	if err != nil {
-		return false, fmt.Errorf("owner: %w", err)
+		return false, err
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return false, fmt.Errorf("owner: %w", err)
-	}
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		info, err := readProc(pid)
-		if err == nil && info.pgid == pgid && !info.zombie {
-			return true, nil
-		}
-	}
-	return false, nil
+	return alive[pgid], nil
 }
 
 // getpgrp returns the caller's process group.
