@@ -245,6 +245,9 @@ func leaseName(id owner.Identity) string {
 	return leasesDir + "/" + strconv.Itoa(id.PID) + "-" + strconv.FormatUint(id.StartTime, 10)
 }
 
+// leaseWait bounds how long Lease retries a contended lease file.
+const leaseWait = 2 * time.Second
+
 // Lease takes (once per Root) the calling process's lease on the root. It is
 // released by [Root.Close] or when the process dies.
 func (r *Root) Lease() (*Lease, error) {
@@ -258,18 +261,32 @@ func (r *Root) Lease() (*Lease, error) {
 		return nil, err
 	}
 	name := leaseName(self)
-	fl := r.newFlock(name, true)
-	ok, err := fl.TryLock()
-	if err != nil || !ok {
-		fl.Close()
-		if err == nil {
-			err = errors.New("already held")
+	// A recoverer probing the lease (LeaseOf takes a shared lock for an
+	// instant) or removing a file it found free just before we locked it
+	// can make one attempt fail; the lease is ours by name, so try again
+	// for a bounded time.
+	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	defer cancel()
+	var fl *flock.Flock
+	for {
+		fl = r.newFlock(name, true)
+		ok, err := fl.TryLockContext(ctx, lockRetry)
+		if err != nil || !ok {
+			fl.Close()
+			if err == nil {
+				err = errors.New("held by another open file")
+			}
+			return nil, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
 		}
-		return nil, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
-	}
-	if err := r.checkLockFile(fl, name); err != nil {
+		err = r.checkLockFile(fl, name)
+		if err == nil {
+			break
+		}
 		fl.Close()
-		return nil, err
+		if !errors.Is(err, ErrClosing) || !r.linked() || ctx.Err() != nil {
+			return nil, err
+		}
+		// The file was unlinked between our open and our lock: retry.
 	}
 	r.lease = &Lease{r: r, name: name, fl: fl}
 	return r.lease, nil
