@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux
+.PHONY: all build test vet fuzz prereqs tmux demo
 all: build
 
 build:
@@ -26,6 +26,10 @@ tmux:
 	  || { echo "error: tmux is required and could not be installed; install tmux and retry" >&2; exit 1; }; }
 
 prereqs: tmux
+
+# The crash-and-recover story on the default root.
+demo: tmux build
+	BIN=$(BIN) bash testdata/demo.sh
 
 test: prereqs vet
 	$(GO) test -race -count=1 ./...

@@ -392,7 +392,20 @@ func (c *cli) status(args []string) error {
 	for _, l := range st.Scan.Leases {
 		doc.Leases = append(doc.Leases, l.Participant.PID)
 	}
-	doc.Extra = st.Scan.Extra
+	// Entries that a record names are accounted for; only the rest is
+	// unrecorded.
+	named := map[string]bool{}
+	for _, rec := range st.Scan.Records {
+		for _, p := range append(append([]string(nil), rec.Sockets...), rec.Paths...) {
+			top, _, _ := strings.Cut(p, "/")
+			named[top] = true
+		}
+	}
+	for _, x := range st.Scan.Extra {
+		if !named[x] {
+			doc.Extra = append(doc.Extra, x)
+		}
+	}
 	if *asJSON {
 		if err := writeJSON(c.stdout, doc); err != nil {
 			return err
@@ -514,7 +527,12 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 	for _, a := range rep.Actions {
 		counts[a.Verdict]++
 		if a.Retained != "" {
-			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(a.ID), a.Retained)
+			// A corrupt record has no id: name its file.
+			what := a.ID
+			if what == "" {
+				what = a.Path
+			}
+			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(what), a.Retained)
 		}
 	}
 	for _, p := range rep.Problems {
