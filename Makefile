@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux demo
+.PHONY: all build test vet fuzz prereqs tmux node demo
 all: build
 
 build:
@@ -25,7 +25,17 @@ tmux:
 	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; } \
 	  || { echo "error: tmux is required and could not be installed; install tmux and retry" >&2; exit 1; }; }
 
-prereqs: tmux
+# Node.js 20+ with npm runs the Playwright project (e2e/ installs its npm
+# packages from the lock file with npm ci).
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && command -v npx >/dev/null 2>&1 || { \
+	  echo "node/npm not found: installing nodejs and npm with apt-get" >&2; \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } \
+	  || { echo "error: Node.js 20+ with npm is required by e2e/ (Playwright) and could not be installed" >&2; exit 1; }; }
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "error: Node.js 20 or later is required (found $$(node --version))" >&2; exit 1; }
+	cd testdata/playwright && npm ci --no-audit --no-fund --prefer-offline >/dev/null
+
+prereqs: tmux node
 
 # The crash-and-recover story on the default root.
 demo: tmux build

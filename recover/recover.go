@@ -108,6 +108,14 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	}
 	r := &run{root: root, opts: opts, rep: rep}
 	if err := r.pass(ctx); err != nil {
+		if root.Removed() {
+			// Another recoverer removed the root after it was opened
+			// (the scan of a removed directory fails with ENOENT):
+			// progress, nothing is left to do.
+			rep.RootRemoved = true
+			rep.Elapsed = time.Since(start)
+			return rep, nil
+		}
 		return nil, err
 	}
 	if !opts.DryRun {
@@ -131,6 +139,8 @@ type run struct {
 	opts Options
 	rep  *Report
 	mu   sync.Mutex
+	// sawJournal: the pass found records, corrupt entries or temp files.
+	sawJournal bool
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -147,6 +157,7 @@ func (r *run) pass(ctx context.Context) error {
 		return err
 	}
 	stageHook("classified")
+	r.sawJournal = len(st.Entries) > 0 || len(st.Scan.Temps) > 0
 	actions := make([]Action, len(st.Entries))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 512)
@@ -307,6 +318,14 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 	}
 	if r.opts.KeepRoot {
 		rep.RootKept = "kept as asked (--keep-root)"
+		return
+	}
+	if !r.opts.All && !r.sawJournal {
+		// A root with nothing journaled may be a participant's that has
+		// just created it and not yet published (ownerjournal root makes
+		// the directory, then its owner record): only the run's own
+		// teardown (All) removes it.
+		rep.RootKept = "nothing journaled: an empty root may be a new participant's"
 		return
 	}
 	if excl == nil {

@@ -15,8 +15,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -483,6 +485,11 @@ func (c *cli) recover(args []string) error {
 	if *grace <= 0 {
 		return usagef("--grace must be positive")
 	}
+	// Signals stay caught from the start: a Ctrl-C never cuts recovery
+	// short, and a closed stdout (SIGPIPE) never kills it halfway.
+	_, g := recover.NewGuard(context.Background(), func(context.Context) error { return nil })
+	defer g.Stop()
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	p, err := rootPath(*rootFlag)
 	if err != nil {
 		return err
@@ -497,9 +504,6 @@ func (c *cli) recover(args []string) error {
 		return err
 	}
 	defer r.Close()
-	// Signals stay caught while recovery runs: a Ctrl-C never cuts it short.
-	_, g := recover.NewGuard(context.Background(), func(context.Context) error { return nil })
-	defer g.Stop()
 	rep, err := recover.Run(context.Background(), r, recover.Options{All: *all, Grace: *grace, DryRun: *dry, KeepRoot: *keep, Log: c.stderr})
 	if err != nil {
 		return err

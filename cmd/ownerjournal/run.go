@@ -96,6 +96,10 @@ func (s *supervisor) run(argv []string) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A closed stdout or stderr (a SIGKILLed runner's pipes) must not kill
+	// the supervisor halfway through its cleanup: caught (not ignored, which
+	// CMD would inherit), SIGPIPE turns failed writes into EPIPE errors.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	parentGone, err := becomeSupervisor()
 	if err != nil {
@@ -112,23 +116,25 @@ func (s *supervisor) run(argv []string) (int, error) {
 
 	tick := time.NewTicker(scanInterval)
 	defer tick.Stop()
-	stopping := false
+	// After the first signal, CMD gets the grace period to shut down in its
+	// own order (a server stopping its tmux servers) before the tree is
+	// ended around it.
+	var graceOver <-chan time.Time
 	for done := false; !done; {
 		select {
 		case <-exited:
 			done = true
 		case sig := <-sigs:
-			// Forward to CMD's whole group; the first signal also starts
-			// the end of the tree. Later signals never cut it short.
+			// Forward to CMD's whole group. Later signals never cut the
+			// cleanup short: they are forwarded too.
 			if err := s.leaderSignal(sig.(syscall.Signal)); err != nil && !errors.Is(err, owner.ErrGone) {
 				s.logf("forward %v: %v", sig, err)
 			}
-			if !stopping {
-				stopping = true
-				go func() {
-					s.endTree(context.Background())
-				}()
+			if graceOver == nil {
+				graceOver = time.After(s.grace)
 			}
+		case <-graceOver:
+			go s.endTree(context.Background())
 		case <-tick.C:
 			s.scan()
 		}
@@ -250,7 +256,10 @@ func (s *supervisor) track(id owner.Identity) {
 	}()
 }
 
-var endOnce sync.Mutex
+var (
+	endOnce   sync.Mutex
+	treeEnded bool // under endOnce
+)
 
 // endTree ends CMD's group, its cgroup and every descendant, in parallel,
 // with the grace/escalation of recover.Terminate, until no descendant is
@@ -259,6 +268,10 @@ var endOnce sync.Mutex
 func (s *supervisor) endTree(ctx context.Context) {
 	endOnce.Lock()
 	defer endOnce.Unlock()
+	if treeEnded {
+		return
+	}
+	defer func() { treeEnded = true }()
 	deadline := time.Now().Add(4 * s.grace)
 	for round := 0; ; round++ {
 		var wg sync.WaitGroup
@@ -307,6 +320,23 @@ func (s *supervisor) endTree(ctx context.Context) {
 	}
 	if err := s.cg.remove(); err != nil {
 		s.logf("%v", err)
+	}
+	// Retire the records of the descendants that are gone now. Their
+	// watchers (see track) retire them too, but concurrently: run must not
+	// exit before they have, or it leaves stale records behind.
+	s.mu.Lock()
+	var ended []string
+	for pid, t := range s.known {
+		if t.p.Exited() {
+			ended = append(ended, t.id)
+			delete(s.known, pid)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ended {
+		if err := s.root.Retire(id); err != nil && !errors.Is(err, journal.ErrNotFound) {
+			s.logf("%v", err)
+		}
 	}
 	if s.recID != "" {
 		if err := s.root.Retire(s.recID); err != nil && !errors.Is(err, journal.ErrNotFound) {

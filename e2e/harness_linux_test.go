@@ -1,0 +1,825 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// timeout bounds every wait. It is a safety net that turns a hang into a
+// failure; nothing waits for it to pass.
+const timeout = 90 * time.Second
+
+// Built once by TestMain.
+var (
+	repoDir    string // the module root
+	projectDir string // testdata/playwright
+	ojBin      string // the ownerjournal CLI
+	serverBin  string // cmd/e2e-server
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	// A missing prerequisite fails the tests loudly; it is never a skip.
+	for _, tool := range []string{"node", "npm", "npx", "go", "tmux"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s is required by the Playwright end-to-end tests and was not found on PATH: %v\n", tool, err)
+			return 1
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	repoDir = filepath.Dir(wd)
+	projectDir = filepath.Join(repoDir, "testdata", "playwright")
+	bin, err := os.MkdirTemp("", "ojpwbin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(bin)
+	ojBin, serverBin = filepath.Join(bin, "ownerjournal"), filepath.Join(bin, "e2e-server")
+	steps := []struct {
+		dir  string
+		argv []string
+	}{
+		// Real binaries, built once: never `go run`, whose wrapper PID is
+		// not the server's.
+		{repoDir, []string{"go", "build", "-o", bin + "/", "./cmd/ownerjournal", "./cmd/e2e-server"}},
+		// Exactly the packages of the committed lock file.
+		{projectDir, []string{"npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"}},
+	}
+	for _, s := range steps {
+		t0 := time.Now()
+		cmd := exec.Command(s.argv[0], s.argv[1:]...)
+		cmd.Dir = s.dir
+		cmd.Env = append(os.Environ(), npmQuiet...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s (in %s): %v\n%s", strings.Join(s.argv, " "), s.dir, err, out)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %s: %v\n", strings.Join(s.argv, " "), time.Since(t0).Round(time.Millisecond))
+	}
+	return m.Run()
+}
+
+// npmQuiet keeps npm from writing log files under ~/.npm and from asking
+// the registry for updates.
+var npmQuiet = []string{"npm_config_logs_max=0", "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false"}
+
+// privateDir returns a new short directory with mode 0700, removed when the
+// test ends (t.TempDir paths are too long for roots that hold sockets).
+func privateDir(t *testing.T, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(d, 0o700))
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// --- /proc -----------------------------------------------------------------
+
+// stat is what the tests read from /proc/PID/stat.
+type stat struct {
+	state           byte
+	ppid, pgrp, sid int
+	start           uint64 // field 22: start time in clock ticks since boot
+}
+
+// readStat parses /proc/PID/stat after the last ')' (the command name may
+// hold spaces and parentheses).
+func readStat(pid int) (stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return stat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var s stat
+	s.state = f[0][0]
+	s.ppid, _ = strconv.Atoi(f[1])
+	s.pgrp, _ = strconv.Atoi(f[2])
+	s.sid, _ = strconv.Atoi(f[3])
+	s.start, err = strconv.ParseUint(f[19], 10, 64)
+	return s, err
+}
+
+// proc is a process identified by PID and start time: a PID alone is not
+// an identity.
+type proc struct {
+	What  string
+	PID   int
+	Start uint64
+}
+
+func (p proc) String() string { return fmt.Sprintf("%s (pid %d)", p.What, p.PID) }
+
+// procOf snapshots the identity of a live process.
+func procOf(t *testing.T, pid int, what string) proc {
+	t.Helper()
+	s, err := readStat(pid)
+	require.NoError(t, err, "%s: pid %d", what, pid)
+	require.NotContains(t, "ZX", string(s.state), "%s: pid %d is not running", what, pid)
+	return proc{What: what, PID: pid, Start: s.start}
+}
+
+// alive reports whether p still runs: /proc/PID exists with the same start
+// time and is not a zombie.
+func (p proc) alive() bool {
+	s, err := readStat(p.PID)
+	return err == nil && s.start == p.Start && s.state != 'Z' && s.state != 'X'
+}
+
+// open returns a pidfd on p, verified after opening (so that a reused PID
+// is never mistaken for p); ok is false when p is gone.
+func (p proc) open() (fd int, ok bool, err error) {
+	fd, err = unix.PidfdOpen(p.PID, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, os.NewSyscallError("pidfd_open", err)
+	}
+	if !p.alive() {
+		unix.Close(fd)
+		return -1, false, nil
+	}
+	return fd, true, nil
+}
+
+// kill sends sig to p through a verified pidfd.
+func (p proc) kill(t *testing.T, sig unix.Signal) {
+	t.Helper()
+	fd, ok, err := p.open()
+	require.NoError(t, err)
+	require.True(t, ok, "%v is gone before it could be sent %v", p, sig)
+	defer unix.Close(fd)
+	require.NoError(t, unix.PidfdSendSignal(fd, sig, nil, 0), "signal %v", p)
+}
+
+// waitGone waits, on a pidfd, until p has exited (or is a zombie). It
+// returns false if p still runs after d.
+func (p proc) waitGone(d time.Duration) bool {
+	fd, ok, err := p.open()
+	if err != nil || !ok {
+		return !p.alive()
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return !p.alive()
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if err == nil && n > 0 || !p.alive() {
+			return true
+		}
+	}
+}
+
+// markedProcs lists the live processes whose initial environment holds
+// marker (KEY=VALUE): everything a run started inherits the run's private
+// XDG_RUNTIME_DIR, so this finds what a run left whatever its PID.
+func markedProcs(marker string) []proc {
+	ents, _ := os.ReadDir("/proc")
+	var out []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+marker+"\x00")) {
+			continue
+		}
+		s, err := readStat(pid)
+		if err != nil || s.state == 'Z' || s.state == 'X' {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, proc{What: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), PID: pid, Start: s.start})
+	}
+	return out
+}
+
+// --- files -------------------------------------------------------------
+
+// waitFile waits until path exists and returns its contents. Files are
+// published atomically (renamed into place). The wait is on inotify events
+// of the directory and on pidfd, a process that must not exit first (the
+// run's npx, our child); timeout is the safety net.
+func waitFile(t *testing.T, path string, pidfd int) []byte {
+	t.Helper()
+	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	require.NoError(t, err)
+	defer unix.Close(ifd)
+	_, err = unix.InotifyAddWatch(ifd, filepath.Dir(path), unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE)
+	require.NoError(t, err)
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 64<<10)
+	for exited := false; ; {
+		if b, err := os.ReadFile(path); err == nil {
+			return b
+		}
+		if exited {
+			require.FailNow(t, "the run ended before the file appeared", "%s", path)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			require.FailNow(t, "timeout", "waited %v for %s", timeout, path)
+		}
+		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pidfd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			require.NoError(t, err)
+		}
+		for {
+			if _, err := unix.Read(ifd, buf); err != nil {
+				break
+			}
+		}
+		exited = fds[1].Revents&unix.POLLIN != 0
+	}
+}
+
+// touch publishes an empty file atomically.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	require.NoError(t, os.WriteFile(tmp, nil, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// entries lists the names in dir (none if it does not exist).
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// --- the scenario's world ------------------------------------------------
+
+// world is one scenario's private machine: a fresh XDG_RUNTIME_DIR (so the
+// default base of roots is private to the test) and bystanders that must
+// survive everything the scenario does.
+type world struct {
+	t    *testing.T
+	xdg  string // XDG_RUNTIME_DIR of every run
+	base string // $XDG_RUNTIME_DIR/ownerjournal, the default base
+
+	devTmux   proc   // a developer's tmux server outside any root
+	devSocket string //
+	sleeper   proc   // an unrelated process
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, xdg: privateDir(t, "ojx")}
+	w.base = filepath.Join(w.xdg, "ownerjournal")
+	// Last cleanup registered runs first: end whatever a failed test left
+	// (as the next run's recovery would) before the directory goes.
+	t.Cleanup(w.scrub)
+
+	devDir := privateDir(t, "ojd")
+	w.devSocket = filepath.Join(devDir, "dev")
+	w.devTmux = startTmux(t, w.devSocket, "developer's tmux server")
+	w.sleeper = startProc(t, "sleep", "3600")
+	return w
+}
+
+// startTmux starts a tmux server on socket with a scrubbed environment and
+// returns it; it is killed at cleanup.
+func startTmux(t *testing.T, socket, what string) proc {
+	t.Helper()
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "TERM=xterm"}
+	cmd := exec.Command("tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-s", "bystander")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "tmux new-session: %s", out)
+	t.Cleanup(func() {
+		k := exec.Command("tmux", "-S", socket, "kill-server")
+		k.Env = env
+		k.Run()
+	})
+	cmd = exec.Command("tmux", "-S", socket, "display-message", "-p", "#{pid}")
+	cmd.Env = env
+	out, err = cmd.Output()
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(t, err)
+	return procOf(t, pid, what)
+}
+
+// marker is the environment entry every process of this world's runs has.
+func (w *world) marker() string { return "XDG_RUNTIME_DIR=" + w.xdg }
+
+// oj runs the ownerjournal CLI in this world's environment.
+func (w *world) oj(args ...string) (string, int) {
+	cmd := exec.Command(ojBin, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", w.marker()}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), ee.ExitCode()
+	default:
+		return err.Error(), -1
+	}
+}
+
+// scrub ends whatever a failed scenario left: recover --all on every root
+// in the base, then SIGKILL any process still carrying the marker.
+func (w *world) scrub() {
+	for _, n := range entries(w.t, w.base) {
+		w.oj("recover", "--all", "--grace", "1s", "--root", filepath.Join(w.base, n))
+	}
+	for _, p := range markedProcs(w.marker()) {
+		if fd, ok, _ := p.open(); ok {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			unix.Close(fd)
+		}
+	}
+}
+
+// checkBystanders asserts that the developer's tmux server and the
+// unrelated process were not touched.
+func (w *world) checkBystanders() {
+	t := w.t
+	t.Helper()
+	assert.True(t, w.devTmux.alive(), "%v survives", w.devTmux)
+	fi, err := os.Lstat(w.devSocket)
+	if assert.NoError(t, err, "the developer's tmux socket survives") {
+		assert.Equal(t, fs.ModeSocket, fi.Mode().Type())
+	}
+	assert.True(t, w.sleeper.alive(), "%v survives", w.sleeper)
+}
+
+// checkNothingLeft asserts, from /proc and the filesystem, that nothing
+// the runs started is left: no process in invs, no process with the
+// world's marker, no socket, and no root in the base but keep.
+func (w *world) checkNothingLeft(keep []string, invs ...*inventory) {
+	t := w.t
+	t.Helper()
+	for _, inv := range invs {
+		for _, p := range inv.procs {
+			assert.False(t, p.alive(), "%v is gone", p)
+		}
+		for _, s := range inv.sockets {
+			_, err := os.Lstat(s)
+			assert.ErrorIs(t, err, fs.ErrNotExist, "socket %s is gone", s)
+		}
+		for _, r := range inv.roots {
+			if !contains(keep, filepath.Base(r)) {
+				_, err := os.Lstat(r)
+				assert.ErrorIs(t, err, fs.ErrNotExist, "root %s is gone", r)
+			}
+		}
+	}
+	assert.Empty(t, markedProcs(w.marker()), "no process of the run is left")
+	left := entries(t, w.base)
+	if keep == nil {
+		keep = []string{}
+	}
+	assert.ElementsMatch(t, keep, nonNil(left), "roots left in %s", w.base)
+	w.checkBystanders()
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// --- a Playwright run ------------------------------------------------------
+
+// session and workerReady mirror what tests/fixtures.js hold() writes.
+type session struct {
+	ID     string `json:"id"`
+	Socket string `json:"socket"`
+	PID    int    `json:"pid"`
+}
+
+type workerReady struct {
+	ParallelIndex int       `json:"parallelIndex"`
+	WorkerIndex   int       `json:"workerIndex"`
+	WorkerPID     int       `json:"workerPid"`
+	RunnerPID     int       `json:"runnerPid"`
+	Root          string    `json:"root"`
+	RunPID        int       `json:"runPid"`
+	ServerPID     int       `json:"serverPid"`
+	Addr          string    `json:"addr"`
+	Title         string    `json:"title"`
+	Sessions      []session `json:"sessions"`
+}
+
+// inventory is what one run started, as identities taken while it ran.
+type inventory struct {
+	runner  proc
+	workers map[int]workerInventory // by parallel index
+	procs   []proc
+	sockets []string
+	roots   []string
+}
+
+type workerInventory struct {
+	title               string // the hold test's title
+	worker, run, server proc
+	tmux                []proc
+}
+
+// pwRun is one `npx playwright test` in its own process group (as a
+// terminal's foreground job would be).
+type pwRun struct {
+	t      *testing.T
+	w      *world
+	name   string
+	cmd    *exec.Cmd
+	pidfd  int // npx's pidfd, held for the run's life
+	sync   string
+	out    *syncBuffer // what the run printed
+	tsOut  *syncBuffer // the same, each line stamped with the time since start
+	done   chan struct{}
+	status int // exit status, 128+n if signalled
+	inv    *inventory
+}
+
+// start starts a run in world w: `npx playwright test ARGS...`. release
+// says whether the hold tests go on at once (the release file exists before
+// the run starts).
+func (w *world) start(name string, release bool, args ...string) *pwRun {
+	t := w.t
+	t.Helper()
+	r := &pwRun{t: t, w: w, name: name, sync: privateDir(t, "ojs"), out: &syncBuffer{}, tsOut: &syncBuffer{}, done: make(chan struct{}), inv: &inventory{workers: map[int]workerInventory{}}}
+	if release {
+		touch(t, filepath.Join(r.sync, "release"))
+	}
+	env := []string{}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "OWNERJOURNAL_ROOT", k == "XDG_RUNTIME_DIR", k == "TMUX", k == "TMUX_PANE", k == "CI",
+			strings.HasPrefix(k, "OJ_"), strings.HasPrefix(k, "PLAYWRIGHT_"), strings.HasPrefix(k, "PW_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, npmQuiet...)
+	env = append(env,
+		w.marker(),
+		"OWNERJOURNAL_BIN="+ojBin,
+		"OJ_E2E_SERVER="+serverBin,
+		"OJ_PW_SYNC="+r.sync,
+		"OJ_PW_OUTPUT="+filepath.Join(r.sync, "out"),
+		"OJ_PW_REPORT="+filepath.Join(r.sync, "report.json"),
+		"NO_COLOR=1",
+	)
+	r.cmd = exec.Command("npx", append([]string{"--no", "playwright", "test"}, args...)...)
+	r.cmd.Dir = projectDir
+	r.cmd.Env = env
+	out := &stampWriter{start: time.Now(), raw: r.out, stamped: r.tsOut}
+	r.cmd.Stdout, r.cmd.Stderr = out, out
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, r.cmd.Start())
+	fd, err := unix.PidfdOpen(r.cmd.Process.Pid, 0)
+	require.NoError(t, err)
+	r.pidfd = fd
+	go func() {
+		r.cmd.Wait()
+		r.status = exitStatus(r.cmd.ProcessState)
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			unix.Kill(-r.cmd.Process.Pid, unix.SIGKILL)
+			<-r.done
+		}
+		unix.Close(r.pidfd)
+		if t.Failed() || os.Getenv("OJ_E2E_SHOW_OUTPUT") != "" {
+			t.Logf("run %s output:\n%s", r.name, r.tsOut.String())
+			for _, f := range entries(t, filepath.Join(r.sync, "out")) {
+				if b, err := os.ReadFile(filepath.Join(r.sync, "out", f)); err == nil {
+					t.Logf("%s:\n%s", f, b)
+				}
+			}
+		}
+	})
+	return r
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// runner waits for the runner's announcement (global-setup.js) and returns
+// the Playwright runner process: the node process that runs the global
+// hooks and forks the workers.
+func (r *pwRun) runner() proc {
+	t := r.t
+	t.Helper()
+	if r.inv.runner.PID != 0 {
+		return r.inv.runner
+	}
+	var rn struct{ PID, PPID int }
+	require.NoError(t, json.Unmarshal(waitFile(t, filepath.Join(r.sync, "runner.json"), r.pidfd), &rn))
+	r.inv.runner = procOf(t, rn.PID, "Playwright runner")
+	r.inv.procs = append(r.inv.procs, r.inv.runner)
+	return r.inv.runner
+}
+
+// waitWorkers waits until both workers hold their sessions and records
+// every process and socket they report, with identities taken while the
+// hold tests keep them alive.
+func (r *pwRun) waitWorkers() map[int]workerInventory {
+	t := r.t
+	t.Helper()
+	runner := r.runner()
+	for i := range 2 {
+		var wr workerReady
+		require.NoError(t, json.Unmarshal(waitFile(t, filepath.Join(r.sync, fmt.Sprintf("ready-%d.json", i)), r.pidfd), &wr))
+		wi := workerInventory{
+			title:  wr.Title,
+			worker: procOf(t, wr.WorkerPID, fmt.Sprintf("worker %d", i)),
+			run:    procOf(t, wr.RunPID, fmt.Sprintf("ownerjournal run of worker %d", i)),
+			server: procOf(t, wr.ServerPID, fmt.Sprintf("e2e-server of worker %d", i)),
+		}
+		require.Equal(t, runner.PID, wr.RunnerPID, "worker %d is a child of the runner", i)
+		s, err := readStat(wr.RunPID)
+		require.NoError(t, err)
+		require.Equal(t, wr.WorkerPID, s.ppid, "ownerjournal run is the worker's child")
+		for _, ses := range wr.Sessions {
+			wi.tmux = append(wi.tmux, procOf(t, ses.PID, fmt.Sprintf("tmux server %s of worker %d", ses.ID, i)))
+			r.inv.sockets = append(r.inv.sockets, ses.Socket)
+		}
+		require.NotEmpty(t, wi.tmux)
+		r.inv.workers[i] = wi
+		r.inv.procs = append(r.inv.procs, wi.worker, wi.run, wi.server)
+		r.inv.procs = append(r.inv.procs, wi.tmux...)
+		if !contains(r.inv.roots, wr.Root) {
+			r.inv.roots = append(r.inv.roots, wr.Root)
+		}
+	}
+	return r.inv.workers
+}
+
+// release lets the hold tests go on.
+func (r *pwRun) release() { touch(r.t, filepath.Join(r.sync, "release")) }
+
+// signalGroup signals the run's whole process group, as a terminal does
+// for Ctrl-C.
+func (r *pwRun) signalGroup(sig unix.Signal) {
+	r.t.Helper()
+	require.NoError(r.t, unix.Kill(-r.cmd.Process.Pid, sig))
+}
+
+// wait waits for npx to exit and returns its exit status.
+func (r *pwRun) wait() int {
+	r.t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(timeout):
+		unix.Kill(-r.cmd.Process.Pid, unix.SIGKILL)
+		<-r.done
+		require.FailNow(r.t, "timeout", "run %s did not end within %v", r.name, timeout)
+	}
+	return r.status
+}
+
+// output is what npx, the runner and the workers printed.
+func (r *pwRun) output() string { return r.out.String() }
+
+// teardownLines returns the summary lines ownerjournal's teardown printed.
+func (r *pwRun) teardownLines() []string {
+	var out []string
+	for _, l := range strings.Split(r.output(), "\n") {
+		if strings.HasPrefix(l, "ownerjournal: recover --all ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// --- Playwright's JSON report ------------------------------------------
+
+type pwReport struct {
+	Suites []pwSuite `json:"suites"`
+	Stats  struct {
+		Expected   int `json:"expected"`
+		Unexpected int `json:"unexpected"`
+		Flaky      int `json:"flaky"`
+		Skipped    int `json:"skipped"`
+	} `json:"stats"`
+	Errors []struct {
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+type pwSuite struct {
+	Title  string    `json:"title"`
+	Specs  []pwSpec  `json:"specs"`
+	Suites []pwSuite `json:"suites"`
+}
+
+type pwSpec struct {
+	Title string `json:"title"`
+	Tests []struct {
+		Status  string `json:"status"`
+		Results []struct {
+			Status string `json:"status"`
+			Error  *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"results"`
+	} `json:"tests"`
+}
+
+// testResult is one test's outcome: its last result's status and error.
+type testResult struct {
+	Status string
+	Error  string
+}
+
+// report reads the JSON report and returns every test's outcome by title.
+func (r *pwRun) report() (*pwReport, map[string]testResult) {
+	t := r.t
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.sync, "report.json"))
+	require.NoError(t, err, "Playwright's JSON report")
+	var rep pwReport
+	require.NoError(t, json.Unmarshal(b, &rep))
+	out := map[string]testResult{}
+	var walk func([]pwSuite)
+	walk = func(ss []pwSuite) {
+		for _, s := range ss {
+			for _, sp := range s.Specs {
+				for _, tt := range sp.Tests {
+					res := testResult{Status: "not run"}
+					if n := len(tt.Results); n > 0 {
+						res.Status = tt.Results[n-1].Status
+						if e := tt.Results[n-1].Error; e != nil {
+							res.Error = e.Message
+						}
+					}
+					out[sp.Title] = res
+				}
+			}
+			walk(s.Suites)
+		}
+	}
+	walk(rep.Suites)
+	return &rep, out
+}
+
+// --- misc ----------------------------------------------------------------
+
+// execCommand is exec.Command with a scrubbed environment.
+func execCommand(argv ...string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	return cmd
+}
+
+// syncBuffer is a bytes.Buffer safe for exec's copier and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// stampWriter copies what a run prints to raw, and to stamped with each
+// line prefixed by the time since the run started.
+type stampWriter struct {
+	mu      sync.Mutex
+	start   time.Time
+	raw     *syncBuffer
+	stamped *syncBuffer
+	midLine bool
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.raw.Write(p)
+	n := len(p)
+	for len(p) > 0 {
+		if !s.midLine {
+			fmt.Fprintf(s.stamped, "[%6.2fs] ", time.Since(s.start).Seconds())
+		}
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.stamped.Write(p)
+			s.midLine = true
+			break
+		}
+		s.stamped.Write(p[:i+1])
+		s.midLine = false
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// exitTimes records when each of procs exits, waiting on pidfds in the
+// background; call the returned function to collect the delays measured
+// from since (a process that is still running has no entry).
+func exitTimes(procs []proc, since time.Time) func() map[string]time.Duration {
+	var mu sync.Mutex
+	got := map[string]time.Duration{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p.waitGoneCtx(ctx) {
+				mu.Lock()
+				got[p.String()] = time.Since(since)
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() map[string]time.Duration {
+		cancel()
+		wg.Wait()
+		return got
+	}
+}
+
+// waitGoneCtx is waitGone until ctx ends.
+func (p proc) waitGoneCtx(ctx context.Context) bool {
+	fd, ok, err := p.open()
+	if err != nil || !ok {
+		return !p.alive()
+	}
+	defer unix.Close(fd)
+	for ctx.Err() == nil {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 50); err == nil && n > 0 {
+			return true
+		}
+	}
+	return !p.alive()
+}
