@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,8 +140,6 @@ type run struct {
 	opts Options
 	rep  *Report
 	mu   sync.Mutex
-	// sawJournal: the pass found records, corrupt entries or temp files.
-	sawJournal bool
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -157,10 +156,8 @@ func (r *run) pass(ctx context.Context) error {
 		return err
 	}
 	stageHook("classified")
-	r.sawJournal = len(st.Entries) > 0 || len(st.Scan.Temps) > 0
 	actions := make([]Action, len(st.Entries))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 512)
+	var act []int
 	for i, e := range st.Entries {
 		a := &actions[i]
 		*a = Action{Path: e.Path, Verdict: e.Verdict, Reason: e.Reason}
@@ -170,24 +167,39 @@ func (r *run) pass(ctx context.Context) error {
 		switch {
 		case e.Verdict == Corrupt:
 			a.Retained = "corrupt record: " + e.Reason
-			continue
 		case e.Verdict == Unknown:
 			a.Retained = "cannot be verified: " + e.Reason
-			continue
 		case e.Verdict == InUse && !r.opts.All:
-			continue
+		default:
+			act = append(act, i)
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t0 := time.Now()
-			r.end(ctx, e, a)
-			a.Duration = time.Since(t0)
-		}()
 	}
-	wg.Wait()
+	// Phase 1: every process, tmux server and cgroup ends, all records at
+	// once. Phase 2 starts only when phase 1 is over everywhere, so no
+	// record's directory or socket is removed while another record's
+	// process may still be using it on its way out.
+	t0 := time.Now()
+	r.parallel(act, func(i int) {
+		r.endProcesses(ctx, st.Entries[i], &actions[i])
+		actions[i].Duration = time.Since(t0)
+	})
+	if !r.opts.DryRun && len(act) > 0 {
+		stageHook("signalled")
+	}
+	// What a record that stays names must stay too, even inside a path
+	// another record names.
+	var keep []string
+	for i, e := range st.Entries {
+		if e.Record != nil && (actions[i].Retained != "" || (e.Verdict == InUse && !r.opts.All)) {
+			keep = append(keep, e.Record.Sockets...)
+			keep = append(keep, e.Record.Paths...)
+		}
+	}
+	r.parallel(act, func(i int) {
+		t1 := time.Now()
+		r.endResources(st.Entries[i], &actions[i], keep)
+		actions[i].Duration += time.Since(t1)
+	})
 	if !r.opts.DryRun {
 		stageHook("retired")
 	}
@@ -201,28 +213,37 @@ func (r *run) pass(ctx context.Context) error {
 	return nil
 }
 
-// end ends one record: subject (and group, cgroup), tmux servers, sockets,
-// paths, then retires it. Anything that cannot be confirmed is retained.
-func (r *run) end(ctx context.Context, e Entry, a *Action) {
+// parallel runs fn for every index at once, at most 512 at a time.
+func (r *run) parallel(idx []int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 512)
+	for _, i := range idx {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// endProcesses ends what runs for one record: its tmux servers, its subject
+// (and group), then its cgroup. What cannot be confirmed is retained.
+func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	rec := e.Record
 	did := func(s string) { a.Done = append(a.Done, s) }
-	var retained []string
 	if r.opts.DryRun {
 		if e.SubjectAlive {
 			did(fmt.Sprintf("would terminate %v", rec.Subject))
 		}
-		for _, s := range rec.Sockets {
-			did("would stop and unlink socket " + s)
-		}
-		for _, p := range rec.Paths {
-			did("would remove " + p)
-		}
 		if rec.Cgroup != "" {
 			did("would kill cgroup " + rec.Cgroup)
 		}
-		did("would retire")
 		return
 	}
+	var retained []string
 	if rec.Kind == journal.KindTmux {
 		for _, s := range rec.Sockets {
 			if msg, err := r.stopTmux(ctx, s); err != nil {
@@ -238,7 +259,6 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 		if err != nil {
 			retained = append(retained, err.Error())
 		}
-		stageHook("signalled")
 	}
 	// The cgroup goes after the subject had its grace period: it catches
 	// every member the journal does not name (setsid daemons included).
@@ -249,23 +269,56 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 			did(msg)
 		}
 	}
-	if len(retained) == 0 {
+	if len(retained) > 0 {
+		a.Retained = joinReasons(retained)
+	}
+}
+
+// endResources unlinks one record's sockets once nothing answers on them,
+// removes its paths deepest first, and retires it; a record whose processes
+// were retained keeps everything, and so does a path that holds what a
+// staying record names (keep).
+func (r *run) endResources(e Entry, a *Action, keep []string) {
+	rec := e.Record
+	did := func(s string) { a.Done = append(a.Done, s) }
+	if r.opts.DryRun {
 		for _, s := range rec.Sockets {
-			if msg, err := r.unlinkSocket(s); err != nil {
-				retained = append(retained, err.Error())
-			} else if msg != "" {
-				did(msg)
-			}
+			did("would stop and unlink socket " + s)
 		}
-		paths := append([]string(nil), rec.Paths...)
-		// Deepest first: a nested recorded path goes before its parent.
-		sort.SliceStable(paths, func(i, j int) bool { return depth(paths[i]) > depth(paths[j]) })
-		for _, p := range paths {
-			if err := removeTree(r.root.Dir(), p); err != nil {
-				retained = append(retained, err.Error())
-			} else {
-				did("removed " + p)
-			}
+		for _, p := range rec.Paths {
+			did("would remove " + p)
+		}
+		did("would retire")
+		return
+	}
+	if a.Retained != "" {
+		r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
+		return
+	}
+	var retained []string
+	for _, s := range rec.Sockets {
+		if k := heldBy(s, keep); k != "" {
+			retained = append(retained, fmt.Sprintf("socket %s is also named by a record that stays", s))
+			continue
+		}
+		if msg, err := r.unlinkSocket(s); err != nil {
+			retained = append(retained, err.Error())
+		} else if msg != "" {
+			did(msg)
+		}
+	}
+	paths := append([]string(nil), rec.Paths...)
+	// Deepest first: a nested recorded path goes before its parent.
+	sort.SliceStable(paths, func(i, j int) bool { return depth(paths[i]) > depth(paths[j]) })
+	for _, p := range paths {
+		if k := heldBy(p, keep); k != "" {
+			retained = append(retained, fmt.Sprintf("%s holds %s, named by a record that stays", p, k))
+			continue
+		}
+		if err := removeTree(r.root.Dir(), p); err != nil {
+			retained = append(retained, err.Error())
+		} else {
+			did("removed " + p)
 		}
 	}
 	if len(retained) > 0 {
@@ -283,6 +336,16 @@ func (r *run) end(ctx context.Context, e Entry, a *Action) {
 		label = " (" + rec.Label + ")"
 	}
 	r.logf("ownerjournal: %s %s%s: %s", e.Verdict, rec.ID, label, joinReasons(a.Done))
+}
+
+// heldBy returns the first entry of keep that is p or lies inside p.
+func heldBy(p string, keep []string) string {
+	for _, k := range keep {
+		if k == p || strings.HasPrefix(k, p+"/") {
+			return k
+		}
+	}
+	return ""
 }
 
 // cleanTemps removes temp files whose writer is verified dead.
@@ -318,14 +381,6 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 	}
 	if r.opts.KeepRoot {
 		rep.RootKept = "kept as asked (--keep-root)"
-		return
-	}
-	if !r.opts.All && !r.sawJournal {
-		// A root with nothing journaled may be a participant's that has
-		// just created it and not yet published (ownerjournal root makes
-		// the directory, then its owner record): only the run's own
-		// teardown (All) removes it.
-		rep.RootKept = "nothing journaled: an empty root may be a new participant's"
 		return
 	}
 	if excl == nil {

@@ -182,24 +182,37 @@ func (c *cli) root(args []string) error {
 	if !journal.ValidName(name) {
 		return usagef("invalid root name %q (letters, digits, '.', '_', '-'; at most 64)", name)
 	}
-	r, err := journal.Create(name)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
+	var oid *owner.Identity
 	if *ownerPID >= 0 {
-		// The root's owner record keeps orphans-only recovery by anyone
-		// else from removing a live run's root before it records anything.
-		oid, err := ownerIdentity(*ownerPID)
+		id, err := ownerIdentity(*ownerPID)
 		if err != nil {
 			return err
 		}
-		if err := ensureRootOwner(r, oid); err != nil {
+		oid = &id
+	}
+	// The root's owner record keeps orphans-only recovery by anyone else
+	// from removing a live run's root. Between the directory's creation and
+	// that record such a recovery may find the root empty and remove it:
+	// publishing then fails with ErrClosing, and the root is made again.
+	for attempt := 0; ; attempt++ {
+		r, err := journal.Create(name)
+		if err != nil {
 			return err
 		}
+		if oid != nil {
+			err = ensureRootOwner(r, *oid)
+		}
+		path := r.Path()
+		r.Close()
+		if errors.Is(err, journal.ErrClosing) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.stdout, path)
+		return nil
 	}
-	fmt.Fprintln(c.stdout, r.Path())
-	return nil
 }
 
 const rootOwnerLabel = "root owner"
