@@ -40,7 +40,9 @@ func removeTree(dir *os.Root, p string) error {
 			if err == nil {
 				names, err := d.Readdirnames(-1)
 				d.Close()
-				if err != nil {
+				// ENOENT: another recoverer removed the directory after
+				// it was opened; progress, not failure (invariant 10).
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
 					errs = append(errs, err)
 				}
 				for _, n := range names {

@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ownerjournal/ownerjournal/journal"
+	"github.com/ownerjournal/ownerjournal/owner"
 )
 
 // tmuxPath is the fixed PATH tmux is looked up on and run with: nothing
@@ -85,13 +88,15 @@ func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tmux server on %s answers but %w", path, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-S", path, "kill-server")
-	cmd.Env = scrubbedEnv()
-	cmd.Dir = "/"
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
+	// kill-server only asks the server to exit, and it answers before the
+	// server has exited (it still closes its panes and runs utempter): hold
+	// a pidfd on the server first, so that its exit can be awaited. A record
+	// in the intent phase names no subject to wait for.
+	srv := r.tmuxServer(ctx, bin, path)
+	if srv != nil {
+		defer srv.Close()
+	}
+	out, err := tmuxClient(ctx, bin, path, "kill-server")
 	if err != nil {
 		// A server that exits while answering makes kill-server fail;
 		// what counts is whether the socket still answers.
@@ -99,7 +104,54 @@ func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
 			return "", fmt.Errorf("tmux kill-server on %s: %v: %s", path, err, out)
 		}
 	}
+	if srv != nil {
+		wctx, cancel := context.WithTimeout(ctx, r.opts.Grace)
+		err := srv.Wait(wctx)
+		cancel()
+		if err != nil {
+			// Still running a grace period after kill-server: end it
+			// through the handle (SIGTERM, grace, SIGKILL).
+			if _, err := Terminate(ctx, srv, false, r.opts.Grace); err != nil {
+				return "", fmt.Errorf("tmux server on %s: %w", path, err)
+			}
+		}
+	}
 	return "tmux kill-server on " + name, nil
+}
+
+// tmuxClient runs one tmux client on socket path with the scrubbed
+// environment, bounded by tmuxTimeout.
+func tmuxClient(ctx context.Context, bin, path string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-S", path}, args...)...)
+	cmd.Env = scrubbedEnv()
+	cmd.Dir = "/"
+	cmd.WaitDelay = time.Second
+	return cmd.CombinedOutput()
+}
+
+// tmuxServer returns a verified handle on the tmux server answering on path
+// (it reports its own PID; the socket was checked to be ours, and so must
+// the process be), or nil.
+func (r *run) tmuxServer(ctx context.Context, bin, path string) *owner.Process {
+	out, err := tmuxClient(ctx, bin, path, "display-message", "-p", "#{pid}")
+	if err != nil {
+		return nil
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return nil
+	}
+	id, err := owner.Of(pid)
+	if err != nil || id.UID != os.Geteuid() {
+		return nil
+	}
+	p, err := owner.Open(id)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // unlinkSocket removes a recorded socket once nothing answers on it.
