@@ -228,6 +228,15 @@ func (r *Root) TryLockExclusive() (*Exclusive, error) {
 	return &Exclusive{r: r, fl: fl}, nil
 }
 
+// Reopen ends a teardown that keeps the root: it removes the closing marker,
+// so that admissions are granted again once the exclusive lock is released.
+func (x *Exclusive) Reopen() error {
+	if err := x.r.dir.Remove(closingName); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("journal: reopen %s: %w", x.r.path, err)
+	}
+	return nil
+}
+
 // Unlock releases the exclusive lock.
 func (x *Exclusive) Unlock() error { return x.fl.Close() }
 

@@ -421,24 +421,24 @@ func (x *Exclusive) RemoveRoot() error {
 		}
 	}
 	removeRootHook()
-	// A participant that passed MarkClosing's check before the rename may
-	// still create the closing marker in the tombstone: remove it again
-	// (only it; nothing else can be created without a lock or the path).
+	// A participant that opened the root just before the rename (Open
+	// creates lock, records/ and leases/; MarkClosing creates closing) may
+	// recreate the journal's own entries in the tombstone: remove them
+	// again. rmdir leaves a non-empty directory alone, so anything else
+	// stays, and the error is reported.
 	for i := 0; ; i++ {
 		err := parent.Remove(tomb)
-		if err == nil || i == 3 || !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-			if err != nil {
-				errs = append(errs, err)
+		if err == nil {
+			break
+		}
+		if i == 3 || !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			errs = append(errs, err)
+			break
+		}
+		for _, n := range []string{leasesDir, recordsDir, closingName, lockName} {
+			if fi, lerr := r.dir.Lstat(n); lerr == nil && (fi.IsDir() || fi.Mode().IsRegular() && fi.Size() == 0) {
+				r.dir.Remove(n)
 			}
-			break
-		}
-		if fi, lerr := r.dir.Lstat(closingName); lerr != nil || !fi.Mode().IsRegular() {
-			errs = append(errs, err)
-			break
-		}
-		if err := r.dir.Remove(closingName); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			break
 		}
 	}
 	if len(errs) > 0 {

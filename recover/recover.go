@@ -381,6 +381,13 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 	}
 	if r.opts.KeepRoot {
 		rep.RootKept = "kept as asked (--keep-root)"
+		if excl != nil {
+			// The teardown is over and the root stays: admit again.
+			if err := excl.Reopen(); err != nil {
+				rep.Problems = append(rep.Problems, err.Error())
+				rep.Retained++
+			}
+		}
 		return
 	}
 	if excl == nil {

@@ -605,3 +605,24 @@ func TestGuardWithoutSignal(t *testing.T) {
 	require.Nil(t, g.Signal())
 	require.Equal(t, 1, g.ExitCode())
 }
+
+// TestAllKeepRootReopens: a teardown that keeps the root (a daemon ending
+// its own run, --all --keep-root) leaves it admitting again; a closing
+// marker left behind would refuse every later admission.
+func TestAllKeepRootReopens(t *testing.T) {
+	r, dir := openRoot(t)
+	s := startSleeper(t)
+	publish(t, r, &journal.Record{Subject: &s.ID, Owner: deadIdentity(t)})
+	rep, err := Run(context.Background(), r, Options{All: true, KeepRoot: true, Grace: 5 * time.Second})
+	require.NoError(t, err)
+	require.True(t, rep.Clean(), "%+v", rep)
+	require.False(t, rep.RootRemoved)
+	requireState(t, owner.Dead, s.ID, "orphan")
+	require.DirExists(t, dir)
+	closing, err := r.Closing()
+	require.NoError(t, err)
+	require.False(t, closing, "the closing marker outlived the teardown")
+	adm, err := r.Admit(context.Background())
+	require.NoError(t, err)
+	adm.Done()
+}
