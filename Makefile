@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node demo
+.PHONY: all build test vet fuzz prereqs tmux node demo reliability
 all: build
 
 build:
@@ -44,7 +44,19 @@ demo: tmux build
 test: prereqs vet
 	$(GO) test -race -count=1 ./...
 
+# Every fuzz target of the module, FUZZTIME each.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./owner
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./journal
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+# The reliability and security suite with its figures (about 10-15 minutes):
+# crash matrix x 50, 1,000 PID-reuse records, hostile inputs, 60 s of fuzzing
+# per parser, a 60 s soak and 100 signal runs. Ends with the summary line.
+reliability: prereqs
+	$(GO) test -c -o $(BIN)/reliability.test ./reliability
+	$(BIN)/reliability.test -test.run '^TestReliability$$' -test.timeout 30m -full
