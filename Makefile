@@ -6,11 +6,14 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node demo reliability
+.PHONY: all build test vet fuzz prereqs tmux node demo reliability bench
 all: build
 
+# CGO_ENABLED=0: a static binary starts about a millisecond faster (the net
+# package would otherwise pull in cgo), which every `ownerjournal status` or
+# `publish` from a test runner pays.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
 vet:
 	test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed" >&2; exit 1; }
@@ -60,3 +63,17 @@ fuzz:
 reliability: prereqs
 	$(GO) test -c -o $(BIN)/reliability.test ./reliability
 	$(BIN)/reliability.test -test.run '^TestReliability$$' -test.timeout 30m -full
+
+# Benchmarks side by side with the physical floors and the peers (npm
+# tree-kill, a sequential 25 ms-polling reaper). Raw `go test -bench` output
+# goes to bench/gobench.out (benchstat-friendly), the figures to
+# bench/driver.out, one `bench: NAME = VALUE` line each.
+bench: build node
+	@command -v strace >/dev/null 2>&1 || { \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; } \
+	  || { echo "error: strace is required by make bench (fsync count) and could not be installed" >&2; exit 1; }; }
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./bench/cmd/benchdriver
+	cd bench/node && npm ci --no-audit --no-fund >/dev/null
+	$(GO) test -run '^$$' -bench '^Benchmark(OwnerCheck|OwnerOpen|GroupAlive|Admit|Encode|Decode|Publish|PublishFloor)$$' -benchmem -count 6 -benchtime 0.2s ./bench | tee bench/gobench.out
+	$(GO) test -run '^$$' -bench '^Benchmark(Terminate|ExitConfirm|Scan|Classify|ScanFloor|RecoverStale|RecoverStaleFloor)$$' -benchmem -count 6 -benchtime 10x ./bench | tee -a bench/gobench.out
+	$(BIN)/benchdriver -ownerjournal $(BIN)/ownerjournal -node bench/node | tee bench/driver.out

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -70,12 +69,25 @@ type Record struct {
 	Created time.Time `json:"created"`
 }
 
-var idRE = regexp.MustCompile(`^[0-9]{1,10}-[0-9]{1,20}-[0-9a-f]{8}$`)
+// matchID reports whether id is 1-10 digits, '-', 1-20 digits, '-', 8
+// lowercase hex digits. (A regexp saying so costs a third of a millisecond
+// to compile at every start of the CLI, and more per record than this.)
+func matchID(id string) bool {
+	pid, rest, ok1 := strings.Cut(id, "-")
+	start, rnd, ok2 := strings.Cut(rest, "-")
+	return ok1 && ok2 && allDigits(pid, 10) && allDigits(start, 20) && len(rnd) == 8 &&
+		strings.Trim(rnd, "0123456789abcdef") == ""
+}
+
+// allDigits reports whether s is 1 to max ASCII digits.
+func allDigits(s string, max int) bool {
+	return len(s) >= 1 && len(s) <= max && strings.Trim(s, "0123456789") == ""
+}
 
 // ValidID reports whether id has the form NewID produces, with a writer PID
 // and start time that parse (a temp file's name must name its writer).
 func ValidID(id string) bool {
-	if !idRE.MatchString(id) {
+	if !matchID(id) {
 		return false
 	}
 	pid, _, ok := writerOf(id)
@@ -203,6 +215,18 @@ func Decode(b []byte) (*Record, error) {
 	if len(b) > MaxRecordSize {
 		return nil, fmt.Errorf("larger than %d bytes", MaxRecordSize)
 	}
+	if rec, ok := decodeFast(b); ok {
+		if err := rec.Validate(); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+	return decodeStrict(b)
+}
+
+// decodeStrict is Decode through encoding/json, for every input decodeFast
+// declines.
+func decodeStrict(b []byte) (*Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var rec Record

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,10 +64,14 @@ var (
 	geteuid = os.Geteuid
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// ValidName reports whether name may name a root under the base.
-func ValidName(name string) bool { return nameRE.MatchString(name) }
+// ValidName reports whether name may name a root under the base: 1 to 64
+// ASCII letters, digits, '.', '_' and '-', not starting with one of the
+// last three.
+func ValidName(name string) bool {
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	return len(name) >= 1 && len(name) <= 64 && strings.IndexByte(alnum, name[0]) >= 0 &&
+		strings.Trim(name, alnum+"._-") == ""
+}
 
 // DefaultBase returns the directory under which named roots live, creating
 // it (mode 0700) if needed: $XDG_RUNTIME_DIR/ownerjournal when
