@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
 // timeout bounds every wait. It is a safety net that turns a hang into a
@@ -85,17 +87,6 @@ func testMain(m *testing.M) int {
 // npmQuiet keeps npm from writing log files under ~/.npm and from asking
 // the registry for updates.
 var npmQuiet = []string{"npm_config_logs_max=0", "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false"}
-
-// privateDir returns a new short directory with mode 0700, removed when the
-// test ends (t.TempDir paths are too long for roots that hold sockets).
-func privateDir(t *testing.T, prefix string) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", prefix)
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(d, 0o700))
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
 
 // --- /proc -----------------------------------------------------------------
 
@@ -232,43 +223,6 @@ func markedProcs(marker string) []proc {
 
 // --- files -------------------------------------------------------------
 
-// waitFile waits until path exists and returns its contents. Files are
-// published atomically (renamed into place). The wait is on inotify events
-// of the directory and on pidfd, a process that must not exit first (the
-// run's npx, our child); timeout is the safety net.
-func waitFile(t *testing.T, path string, pidfd int) []byte {
-	t.Helper()
-	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	require.NoError(t, err)
-	defer unix.Close(ifd)
-	_, err = unix.InotifyAddWatch(ifd, filepath.Dir(path), unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE)
-	require.NoError(t, err)
-	deadline := time.Now().Add(timeout)
-	buf := make([]byte, 64<<10)
-	for exited := false; ; {
-		if b, err := os.ReadFile(path); err == nil {
-			return b
-		}
-		if exited {
-			require.FailNow(t, "the run ended before the file appeared", "%s", path)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			require.FailNow(t, "timeout", "waited %v for %s", timeout, path)
-		}
-		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pidfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
-			require.NoError(t, err)
-		}
-		for {
-			if _, err := unix.Read(ifd, buf); err != nil {
-				break
-			}
-		}
-		exited = fds[1].Revents&unix.POLLIN != 0
-	}
-}
-
 // touch publishes an empty file atomically.
 func touch(t *testing.T, path string) {
 	t.Helper()
@@ -309,13 +263,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, xdg: privateDir(t, "ojx")}
+	w := &world{t: t, xdg: testroot.PrivateDir(t, "ojx")}
 	w.base = filepath.Join(w.xdg, "ownerjournal")
 	// Last cleanup registered runs first: end whatever a failed test left
 	// (as the next run's recovery would) before the directory goes.
 	t.Cleanup(w.scrub)
 
-	devDir := privateDir(t, "ojd")
+	devDir := testroot.PrivateDir(t, "ojd")
 	w.devSocket = filepath.Join(devDir, "dev")
 	w.devTmux = startTmux(t, w.devSocket, "developer's tmux server")
 	w.sleeper = startProc(t, "sleep", "3600")
@@ -485,8 +439,8 @@ type pwRun struct {
 	cmd    *exec.Cmd
 	pidfd  int // npx's pidfd, held for the run's life
 	sync   string
-	out    *syncBuffer // what the run printed
-	tsOut  *syncBuffer // the same, each line stamped with the time since start
+	out    *testroot.Buffer // what the run printed
+	tsOut  *testroot.Buffer // the same, each line stamped with the time since start
 	done   chan struct{}
 	status int // exit status, 128+n if signalled
 	inv    *inventory
@@ -498,7 +452,7 @@ type pwRun struct {
 func (w *world) start(name string, release bool, args ...string) *pwRun {
 	t := w.t
 	t.Helper()
-	r := &pwRun{t: t, w: w, name: name, sync: privateDir(t, "ojs"), out: &syncBuffer{}, tsOut: &syncBuffer{}, done: make(chan struct{}), inv: &inventory{workers: map[int]workerInventory{}}}
+	r := &pwRun{t: t, w: w, name: name, sync: testroot.PrivateDir(t, "ojs"), out: &testroot.Buffer{}, tsOut: &testroot.Buffer{}, done: make(chan struct{}), inv: &inventory{workers: map[int]workerInventory{}}}
 	if release {
 		touch(t, filepath.Join(r.sync, "release"))
 	}
@@ -574,7 +528,7 @@ func (r *pwRun) runner() proc {
 		return r.inv.runner
 	}
 	var rn struct{ PID, PPID int }
-	require.NoError(t, json.Unmarshal(waitFile(t, filepath.Join(r.sync, "runner.json"), r.pidfd), &rn))
+	require.NoError(t, json.Unmarshal(testroot.WaitFilePidfd(t, filepath.Join(r.sync, "runner.json"), r.pidfd, timeout), &rn))
 	r.inv.runner = procOf(t, rn.PID, "Playwright runner")
 	r.inv.procs = append(r.inv.procs, r.inv.runner)
 	return r.inv.runner
@@ -589,7 +543,7 @@ func (r *pwRun) waitWorkers() map[int]workerInventory {
 	runner := r.runner()
 	for i := range 2 {
 		var wr workerReady
-		require.NoError(t, json.Unmarshal(waitFile(t, filepath.Join(r.sync, fmt.Sprintf("ready-%d.json", i)), r.pidfd), &wr))
+		require.NoError(t, json.Unmarshal(testroot.WaitFilePidfd(t, filepath.Join(r.sync, fmt.Sprintf("ready-%d.json", i)), r.pidfd, timeout), &wr))
 		wi := workerInventory{
 			title:  wr.Title,
 			worker: procOf(t, wr.WorkerPID, fmt.Sprintf("worker %d", i)),
@@ -732,31 +686,13 @@ func execCommand(argv ...string) *exec.Cmd {
 	return cmd
 }
 
-// syncBuffer is a bytes.Buffer safe for exec's copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stampWriter copies what a run prints to raw, and to stamped with each
 // line prefixed by the time since the run started.
 type stampWriter struct {
 	mu      sync.Mutex
 	start   time.Time
-	raw     *syncBuffer
-	stamped *syncBuffer
+	raw     *testroot.Buffer
+	stamped *testroot.Buffer
 	midLine bool
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
 // node runs script with node, the helper's path as process.argv[1], in
@@ -93,7 +95,7 @@ func TestHelper(t *testing.T) {
 		w := newWorld(t)
 		// The first `recover` dies of SIGINT before it does anything, as
 		// one hit by a Ctrl-C before it caught signals would.
-		dir := privateDir(t, "ojw")
+		dir := testroot.PrivateDir(t, "ojw")
 		wrapper := filepath.Join(dir, "ownerjournal")
 		require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n"+
 			"if [ \"$1\" = recover ] && mkdir \""+dir+"/killed\" 2>/dev/null; then kill -INT $$; fi\n"+

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -248,7 +249,7 @@ func (e *env) run(cmd *exec.Cmd) (string, int, error) { return e.runFor(cmd, tim
 
 // runFor is run bounded by d.
 func (e *env) runFor(cmd *exec.Cmd, d time.Duration) (string, int, error) {
-	var out syncBuffer
+	var out testroot.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	p, err := e.spawnErr(cmd)
 	if err != nil {
@@ -599,10 +600,7 @@ func leftovers(dir, root string) (sockets, dirs int, what []string) {
 // DIR/r, markers and fixtures live next to it.
 func runDir(t testing.TB) (dir, root string) {
 	t.Helper()
-	d, err := os.MkdirTemp("", "ojr")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(d, 0o700))
-	t.Cleanup(func() { os.RemoveAll(d) })
+	d := testroot.PrivateDir(t, "ojr")
 	root = filepath.Join(d, "r")
 	require.NoError(t, os.Mkdir(root, 0o700))
 	return d, root
@@ -695,24 +693,6 @@ func (e *env) checkBystanders(t testing.TB, when string) int {
 		t.Errorf("%s: bystander touched: %s", when, s)
 	}
 	return len(touched)
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec copier goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // deadIdentity returns the identity of a process that has exited and been

@@ -2,7 +2,6 @@ package testguard
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,14 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -32,22 +30,11 @@ const (
 	envMarkers = "OJ_TG_MARKERS"
 )
 
-// shortDir returns a new private directory with a short path (a root must
-// hold Unix socket paths), removed at the end of the test.
-func shortDir(t *testing.T, prefix string) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", prefix)
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(d, 0o700))
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 // child is a re-executed test binary running one scenario.
 type child struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	stderr  *syncBuffer
+	stderr  *testroot.Buffer
 	markers string
 	waited  chan struct{}
 	state   *os.ProcessState
@@ -61,7 +48,7 @@ func startChild(t *testing.T, name, root string) *child {
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"="+name, envRoot+"="+root, envMarkers+"="+markers, noExitSleep())
 	cmd.Dir = "/"
-	c := &child{cmd: cmd, stderr: &syncBuffer{}, markers: markers, waited: make(chan struct{})}
+	c := &child{cmd: cmd, stderr: &testroot.Buffer{}, markers: markers, waited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	c.stdin, err = cmd.StdinPipe()
 	require.NoError(t, err)
@@ -88,7 +75,7 @@ func startChild(t *testing.T, name, root string) *child {
 // marker waits for the child's marker file name and returns its content.
 func (c *child) marker(t *testing.T, name string) string {
 	t.Helper()
-	return string(waitFile(t, filepath.Join(c.markers, name), c.cmd.Process.Pid))
+	return string(testroot.WaitFileWithin(t, filepath.Join(c.markers, name), c.cmd.Process.Pid, waitTimeout))
 }
 
 // exitCode waits for the child to exit and returns its status.
@@ -100,70 +87,6 @@ func (c *child) exitCode(t *testing.T) int {
 		require.FailNow(t, "child did not exit", "stderr:\n%s", c.stderr.String())
 	}
 	return c.state.ExitCode()
-}
-
-// waitFile waits until path exists (it is published atomically) and returns
-// its content. It waits on inotify events of the directory and on a pidfd of
-// pid: it fails as soon as pid exits without having created the file.
-func waitFile(t *testing.T, path string, pid int) []byte {
-	t.Helper()
-	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	require.NoError(t, err)
-	defer unix.Close(ifd)
-	_, err = unix.InotifyAddWatch(ifd, filepath.Dir(path), unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE)
-	require.NoError(t, err)
-	pfd, err := unix.PidfdOpen(pid, 0)
-	require.NoError(t, err)
-	defer unix.Close(pfd)
-	deadline := time.Now().Add(waitTimeout)
-	buf := make([]byte, 4096)
-	for exited := false; ; {
-		if b, err := os.ReadFile(path); err == nil {
-			return b
-		}
-		require.False(t, exited, "process %d exited before %s appeared", pid, path)
-		left := time.Until(deadline)
-		require.Positive(t, left, "timed out waiting for %s", path)
-		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
-			require.NoError(t, err)
-		}
-		for {
-			if _, err := unix.Read(ifd, buf); err != nil {
-				break
-			}
-		}
-		exited = fds[1].Revents&unix.POLLIN != 0
-	}
-}
-
-// procsReferencing lists the live processes (zombies excluded), other than
-// the caller, whose command line or environment contains s.
-func procsReferencing(t *testing.T, s string) []owner.Identity {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var out []owner.Identity
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		hit := false
-		for _, f := range []string{"cmdline", "environ"} {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
-			if err == nil && bytes.Contains(b, []byte(s)) {
-				hit = true
-			}
-		}
-		if !hit {
-			continue
-		}
-		if id, err := owner.Of(pid); err == nil {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // tmuxEnv is the environment of every tmux client a test runs.
@@ -222,21 +145,4 @@ func waitLine(sc *bufio.Scanner, want string) {
 		}
 	}
 	os.Exit(99)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

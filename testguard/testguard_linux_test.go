@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -170,7 +171,7 @@ func requireGone(t *testing.T, root string, tmux owner.Identity) {
 	assert.Equal(t, owner.Dead, owner.Check(tmux).State, "tmux server %v must be gone", tmux)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	for _, id := range procsReferencing(t, root) {
+	for _, id := range testroot.ProcsReferencing(t, root, owner.Of) {
 		p, err := owner.Open(id)
 		if err != nil {
 			continue
@@ -178,7 +179,7 @@ func requireGone(t *testing.T, root string, tmux owner.Identity) {
 		assert.NoError(t, p.Wait(ctx), "process %v must exit", id)
 		p.Close()
 	}
-	assert.Empty(t, procsReferencing(t, root), "processes referencing %s", root)
+	assert.Empty(t, testroot.ProcsReferencing(t, root, owner.Of), "processes referencing %s", root)
 }
 
 func identity(t *testing.T, s string) owner.Identity {
@@ -198,7 +199,7 @@ func identity(t *testing.T, s string) owner.Identity {
 // scanned before the tmux server existed and leaked it.
 func TestSignalMidCreation(t *testing.T) {
 	requireTmux(t)
-	root := shortDir(t, "ojtg")
+	root := testroot.PrivateDir(t, "ojtg")
 	c := startChild(t, "creator", root)
 	c.marker(t, "admitted")
 	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
@@ -223,7 +224,7 @@ func TestSignalMidCreation(t *testing.T) {
 // tests recorded and exits 130.
 func TestSignalWhileIdle(t *testing.T) {
 	requireTmux(t)
-	root := shortDir(t, "ojtg")
+	root := testroot.PrivateDir(t, "ojtg")
 	c := startChild(t, "idle", root)
 	id := identity(t, c.marker(t, "created"))
 	require.NoError(t, c.cmd.Process.Signal(syscall.SIGINT))
@@ -236,14 +237,14 @@ func TestSignalWhileIdle(t *testing.T) {
 func TestEndOfRun(t *testing.T) {
 	requireTmux(t)
 	t.Run("passing", func(t *testing.T) {
-		root := shortDir(t, "ojtg")
+		root := testroot.PrivateDir(t, "ojtg")
 		c := startChild(t, "leftover", root)
 		id := identity(t, c.marker(t, "created"))
 		require.Equal(t, 0, c.exitCode(t), "stderr:\n%s", c.stderr.String())
 		requireGone(t, root, id)
 	})
 	t.Run("failing", func(t *testing.T) {
-		root := shortDir(t, "ojtg")
+		root := testroot.PrivateDir(t, "ojtg")
 		c := startChild(t, "failing", root)
 		require.Equal(t, 1, c.exitCode(t), "stderr:\n%s", c.stderr.String())
 		_, err := os.Lstat(root)
@@ -257,7 +258,7 @@ func TestEndOfRun(t *testing.T) {
 // everything.
 func TestStuckCreator(t *testing.T) {
 	requireTmux(t)
-	root := shortDir(t, "ojtg")
+	root := testroot.PrivateDir(t, "ojtg")
 	c := startChild(t, "stuck", root)
 	id := identity(t, c.marker(t, "created"))
 	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))

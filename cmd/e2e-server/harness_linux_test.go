@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -179,7 +179,7 @@ type srv struct {
 	root    string
 	cmd     *exec.Cmd // the server, or `ownerjournal run`
 	stdin   io.WriteCloser
-	stderr  *syncBuffer
+	stderr  *testroot.Buffer
 	markers string
 	ready   ready
 	proc    *owner.Process // verified handle on the server itself
@@ -210,7 +210,7 @@ func startServer(t *testing.T, root string, o srvOpts) *srv {
 	// Its own process group: a Ctrl-C meant for `go test` reaches the
 	// test binary, whose cleanup then stops the server in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	s := &srv{t: t, root: root, cmd: cmd, stderr: &syncBuffer{}, markers: markers, waited: make(chan struct{})}
+	s := &srv{t: t, root: root, cmd: cmd, stderr: &testroot.Buffer{}, markers: markers, waited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
 	s.stdin, err = cmd.StdinPipe()
@@ -259,7 +259,7 @@ func startServer(t *testing.T, root string, o srvOpts) *srv {
 	if o.noReady {
 		return s
 	}
-	b := waitFile(t, readyPath, cmd.Process.Pid)
+	b := testroot.WaitFileWithin(t, readyPath, cmd.Process.Pid, waitTimeout)
 	require.NoError(t, json.Unmarshal(b, &s.ready))
 	s.base = "http://" + s.ready.Addr
 	id, err := owner.Of(s.ready.PID)
@@ -315,7 +315,7 @@ func (s *srv) awaitServerExit() {
 // marker waits for the server's marker file for stage.
 func (s *srv) marker(stage string) {
 	s.t.Helper()
-	waitFile(s.t, filepath.Join(s.markers, stage), s.cmd.Process.Pid)
+	testroot.WaitFileWithin(s.t, filepath.Join(s.markers, stage), s.cmd.Process.Pid, waitTimeout)
 }
 
 // release releases a paused stage.
@@ -408,41 +408,6 @@ func records(t *testing.T, root string) []*journal.Record {
 	return sc.Records
 }
 
-// waitFile waits until path exists (it is published atomically) and returns
-// its content: on inotify events of its directory and on a pidfd of pid,
-// failing as soon as pid exits without having created it.
-func waitFile(t *testing.T, path string, pid int) []byte {
-	t.Helper()
-	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	require.NoError(t, err)
-	defer unix.Close(ifd)
-	_, err = unix.InotifyAddWatch(ifd, filepath.Dir(path), unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE)
-	require.NoError(t, err)
-	pfd, err := unix.PidfdOpen(pid, 0)
-	require.NoError(t, err)
-	defer unix.Close(pfd)
-	deadline := time.Now().Add(waitTimeout)
-	buf := make([]byte, 4096)
-	for exited := false; ; {
-		if b, err := os.ReadFile(path); err == nil {
-			return b
-		}
-		require.False(t, exited, "process %d exited before %s appeared", pid, path)
-		left := time.Until(deadline)
-		require.Positive(t, left, "timed out waiting for %s", path)
-		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
-			require.NoError(t, err)
-		}
-		for {
-			if _, err := unix.Read(ifd, buf); err != nil {
-				break
-			}
-		}
-		exited = fds[1].Revents&unix.POLLIN != 0
-	}
-}
-
 // waitGone waits until path no longer exists, on inotify events of its
 // directory.
 func waitGone(t *testing.T, path string) {
@@ -472,37 +437,6 @@ func waitGone(t *testing.T, path string) {
 	}
 }
 
-// procsReferencing lists live processes (zombies excluded), other than the
-// caller, whose command line or environment contains s: a tmux server
-// keeps its -S argument, a pane has TMUX=<socket> in its environment, a
-// server has --root in its arguments.
-func procsReferencing(t *testing.T, s string) []owner.Identity {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var out []owner.Identity
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		hit := false
-		for _, f := range []string{"cmdline", "environ"} {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
-			if err == nil && bytes.Contains(b, []byte(s)) {
-				hit = true
-			}
-		}
-		if !hit {
-			continue
-		}
-		if id, err := owner.Of(pid); err == nil {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 // requireNothingLeft asserts that root and everything in it are gone: the
 // directory (and any tombstone of it), and every process that references it.
 // A process still found (a pane dying of its terminal's hangup) is awaited
@@ -520,7 +454,7 @@ func requireNothingLeft(t *testing.T, root string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	for _, id := range procsReferencing(t, root) {
+	for _, id := range testroot.ProcsReferencing(t, root, owner.Of) {
 		p, err := owner.Open(id)
 		if err != nil {
 			continue
@@ -528,7 +462,7 @@ func requireNothingLeft(t *testing.T, root string) {
 		assert.NoError(t, p.Wait(ctx), "process %v referencing %s must exit", id, root)
 		p.Close()
 	}
-	assert.Empty(t, procsReferencing(t, root), "processes referencing %s", root)
+	assert.Empty(t, testroot.ProcsReferencing(t, root, owner.Of), "processes referencing %s", root)
 }
 
 // bystanders stand in for what is not ours: a tmux server on another
@@ -638,21 +572,4 @@ func recoverRoot(t *testing.T, root string, how recoverHow) {
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	require.True(t, rep.Clean(), "%s", b)
 	require.True(t, rep.RootRemoved, "%s", b)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -628,7 +629,7 @@ func TestRecoverAllWaitsForAdmittedCreator(t *testing.T) {
 		done <- out{rep, err}
 	}()
 	// The closing marker: recovery has begun and waits for the lock.
-	waitFile(t, filepath.Join(root, "closing"), s.proc.Identity().PID)
+	testroot.WaitFileWithin(t, filepath.Join(root, "closing"), s.proc.Identity().PID, waitTimeout)
 	select {
 	case o := <-done:
 		require.FailNow(t, "recovery finished while a creator was admitted", "%+v %v", o.rep, o.err)

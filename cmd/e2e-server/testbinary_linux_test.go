@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/testguard"
 )
@@ -65,7 +66,7 @@ func TestTestBinarySignalled(t *testing.T) {
 	cmd := exec.Command(exe, "-test.run=^TestHelperHoldsSession$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envHelper+"="+dir, noExitSleep())
 	cmd.Dir = "/"
-	var out syncBuffer
+	var out testroot.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	waited := make(chan struct{})
@@ -79,7 +80,7 @@ func TestTestBinarySignalled(t *testing.T) {
 		}
 	})
 	var rep helperReport
-	require.NoError(t, json.Unmarshal(waitFile(t, filepath.Join(dir, "report"), cmd.Process.Pid), &rep))
+	require.NoError(t, json.Unmarshal(testroot.WaitFileWithin(t, filepath.Join(dir, "report"), cmd.Process.Pid, waitTimeout), &rep))
 	server, err := owner.Of(rep.Server)
 	require.NoError(t, err)
 	sp, err := owner.Open(server)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -33,36 +32,15 @@ type proc struct {
 	cmd   *exec.Cmd
 	pidfd int
 	id    owner.Identity
-	out   *lockedBuffer
-	errb  *lockedBuffer
+	out   *testroot.Buffer
+	errb  *testroot.Buffer
 }
-
-// lockedBuffer is a bytes.Buffer that exec.Cmd's copying goroutine and the
-// test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
-func (l *lockedBuffer) String() string { return string(l.Bytes()) }
 
 // start starts cmd with captured output and registers a cleanup that
 // SIGKILLs and reaps it if the test did not.
 func start(t *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, pidfd: -1, out: &lockedBuffer{}, errb: &lockedBuffer{}}
+	p := &proc{cmd: cmd, pidfd: -1, out: &testroot.Buffer{}, errb: &testroot.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -229,7 +207,7 @@ func requireCgroupGone(t *testing.T, path string) {
 // recovers it if the test left it (a failure) and removes it.
 func newRoot(t *testing.T) string {
 	t.Helper()
-	root := shortDir(t, "oj")
+	root := testroot.PrivateDir(t, "oj")
 	t.Cleanup(func() {
 		if _, err := os.Lstat(root); err == nil {
 			ojCmd("recover", "--all", "--grace", "100ms", "--root", root).Run()
@@ -243,7 +221,7 @@ func newRoot(t *testing.T) string {
 // so it runs first).
 func workDir(t *testing.T) string {
 	t.Helper()
-	dir := shortDir(t, "ojw")
+	dir := testroot.PrivateDir(t, "ojw")
 	t.Cleanup(func() {
 		if killed := killLeftovers(dir); len(killed) > 0 {
 			t.Errorf("processes left behind: %s", strings.Join(killed, ", "))

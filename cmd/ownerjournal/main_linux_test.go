@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/ownerjournal/ownerjournal/journal"
@@ -546,15 +545,4 @@ func oneJSON(b []byte, v any) error {
 		return fmt.Errorf("more than one JSON document on stdout:\n%s", b)
 	}
 	return nil
-}
-
-// shortDir returns a new private directory (0700) with a short path (a root
-// must hold Unix socket paths), removed at the end of the test.
-func shortDir(t testing.TB, prefix string) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", prefix)
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(d, 0o700))
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }

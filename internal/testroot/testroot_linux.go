@@ -37,7 +37,13 @@ const (
 // for a root that must hold Unix socket paths.
 func Dir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "oj")
+	return PrivateDir(t, "oj")
+}
+
+// PrivateDir is [Dir] with the name prefix of the directory.
+func PrivateDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	require.NoError(t, os.Chmod(d, 0o700))
@@ -112,7 +118,7 @@ type Child struct {
 	t        testing.TB
 	Cmd      *exec.Cmd
 	stdin    io.WriteCloser
-	stderr   *syncBuffer
+	stderr   *Buffer
 	readyDir string
 	waitOnce sync.Once
 	waitErr  error
@@ -152,7 +158,7 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 	if o.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
 	}
-	c := &Child{t: t, Cmd: cmd, stderr: &syncBuffer{}, readyDir: readyDir}
+	c := &Child{t: t, Cmd: cmd, stderr: &Buffer{}, readyDir: readyDir}
 	cmd.Stderr = c.stderr
 	c.stdin, err = cmd.StdinPipe()
 	require.NoError(t, err)
@@ -244,29 +250,43 @@ func (c *Child) Stderr() string { return c.stderr.String() }
 // reaped (so that its PID cannot be reused meanwhile).
 func WaitFile(t testing.TB, path string, pid int) []byte {
 	t.Helper()
+	return WaitFileWithin(t, path, pid, Timeout)
+}
+
+// WaitFileWithin is [WaitFile] with the safety-net timeout limit instead of
+// [Timeout].
+func WaitFileWithin(t testing.TB, path string, pid int, limit time.Duration) []byte {
+	t.Helper()
+	pfd, err := unix.PidfdOpen(pid, 0)
+	require.NoError(t, err, "pidfd_open %d", pid)
+	defer unix.Close(pfd)
+	return WaitFilePidfd(t, path, pfd, limit)
+}
+
+// WaitFilePidfd is [WaitFileWithin] for a process given by its pidfd (owned
+// by the caller, left open).
+func WaitFilePidfd(t testing.TB, path string, pidfd int, limit time.Duration) []byte {
+	t.Helper()
 	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	require.NoError(t, err)
 	defer unix.Close(ifd)
 	_, err = unix.InotifyAddWatch(ifd, filepath.Dir(path), unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE)
 	require.NoError(t, err)
-	pfd, err := unix.PidfdOpen(pid, 0)
-	require.NoError(t, err, "pidfd_open %d", pid)
-	defer unix.Close(pfd)
-	deadline := time.Now().Add(Timeout)
+	deadline := time.Now().Add(limit)
 	buf := make([]byte, 64<<10)
 	for exited := false; ; {
 		if b, err := os.ReadFile(path); err == nil {
 			return b
 		}
 		if exited {
-			require.FailNow(t, "process exited before it was ready", "pid %d, waiting for %s", pid, path)
+			require.FailNow(t, "process exited before it was ready", "pidfd %d, waiting for %s", pidfd, path)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			require.FailNow(t, "timeout", "waited %v for %s (pid %d)", Timeout, path, pid)
+			require.FailNow(t, "timeout", "waited %v for %s", limit, path)
 		}
-		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
+		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}, {Fd: int32(pidfd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
 			require.NoError(t, err)
 		}
 		for {
@@ -278,26 +298,67 @@ func WaitFile(t testing.TB, path string, pid int) []byte {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the exec.Cmd copier goroutine and
-// the test goroutine.
-type syncBuffer struct {
+// ProcsReferencing lists the processes, other than the caller, whose
+// command line or environment contains s (a tmux server keeps its -S
+// argument, a pane has TMUX=<socket> in its environment), each mapped
+// through of (owner.Of, typically); a process of fails on (gone meanwhile,
+// a zombie) is left out.
+func ProcsReferencing[T any](t testing.TB, s string, of func(pid int) (T, error)) []T {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []T
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		hit := false
+		for _, f := range []string{"cmdline", "environ"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+			if err == nil && bytes.Contains(b, []byte(s)) {
+				hit = true
+			}
+		}
+		if !hit {
+			continue
+		}
+		if v, err := of(pid); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Buffer is a bytes.Buffer safe for the exec.Cmd copier goroutines and the
+// test goroutine at once.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns what was written so far.
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
 }
 
-func (s *syncBuffer) Len() int {
+// Bytes returns a copy of what was written so far.
+func (s *Buffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// Len returns how many bytes were written so far.
+func (s *Buffer) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Len()
