@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
 // The project's tests (testdata/playwright/tests/*.spec.js).
@@ -262,7 +264,7 @@ func TestPlaywrightDoubleSIGINT(t *testing.T) {
 	}{
 		{"back to back", func(r *pwRun) { r.signalGroup(unix.SIGINT) }},
 		{"during teardown", func(r *pwRun) {
-			waitFile(r.t, filepath.Join(r.sync, "teardown.json"), r.pidfd)
+			testroot.WaitFilePidfd(r.t, filepath.Join(r.sync, "teardown.json"), r.pidfd, timeout)
 			r.signalGroup(unix.SIGINT)
 		}},
 	} {
@@ -279,7 +281,10 @@ func TestPlaywrightDoubleSIGINT(t *testing.T) {
 			lines := r.teardownLines()
 			if assert.Len(t, lines, 1, "recovery ran once:\n%s", r.output()) {
 				t.Logf("%s", lines[0])
-				assert.Regexp(t, `: (exit 0|exit 130); .*, 0 retained, root removed; \d+ ms$`, lines[0])
+				// A Ctrl-C can land on the recover child before its Go
+				// runtime has installed its handlers; the helper then runs
+				// recovery again and says so.
+				assert.Regexp(t, `: (exit 0|exit 130); .*, 0 retained, root removed(; \d+ earlier attempt\(s\) killed by [A-Z, ]+ before they caught signals)?; \d+ ms$`, lines[0])
 			}
 			w.checkNothingLeft(nil, r.inv)
 		})

@@ -134,6 +134,7 @@ type Root struct {
 	dirInfo fs.FileInfo
 	records *os.Root
 	recDir  *os.File // records/, kept open to fsync it after renames
+	top     *os.File // the root itself, for ConnectPath and DirFile
 
 	mu      sync.Mutex
 	shared  *flock.Flock
@@ -243,8 +244,28 @@ func (r *Root) init(want fs.FileInfo) error {
 		r.records.Close()
 		return fmt.Errorf("journal: %s: %w", r.path, err)
 	}
+	if r.top, err = r.dir.Open("."); err != nil {
+		r.recDir.Close()
+		r.records.Close()
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
 	return nil
 }
+
+// ConnectPath returns a path for connect(2) to the socket name inside the
+// root that resolves through the root's directory descriptor
+// (/proc/self/fd/N/name on Linux), so that no path component swapped after
+// validation can redirect the connect. Elsewhere it is the plain path. name
+// must be a single entry validated with [CheckLocal].
+func (r *Root) ConnectPath(name string) string { return connectPath(r.top, r.path, name) }
+
+// ChildConnectPath is ConnectPath for a child process that receives
+// [Root.DirFile] as its first extra file (exec.Cmd.ExtraFiles[0], fd 3).
+func (r *Root) ChildConnectPath(name string) string { return connectPath(nil, r.path, name) }
+
+// DirFile returns the root's directory as an open file, to pass to a child
+// with ChildConnectPath. The caller must not close it.
+func (r *Root) DirFile() *os.File { return r.top }
 
 // mkdirInside creates a private directory inside the root and checks it.
 func (r *Root) mkdirInside(name string) error {
@@ -278,7 +299,7 @@ func (r *Root) Close() error {
 		errs = append(errs, r.shared.Close())
 		r.shared, r.sharedN = nil, 0
 	}
-	errs = append(errs, r.recDir.Close(), r.records.Close(), r.dir.Close())
+	errs = append(errs, r.top.Close(), r.recDir.Close(), r.records.Close(), r.dir.Close())
 	return errors.Join(errs...)
 }
 

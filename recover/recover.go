@@ -17,6 +17,9 @@ import (
 // DefaultGrace is the grace period between SIGTERM and SIGKILL.
 const DefaultGrace = 5 * time.Second
 
+// DefaultWait is how long a teardown waits for admitted creators.
+const DefaultWait = time.Minute
+
 // Options controls a recovery.
 type Options struct {
 	// All also ends what is in use (owner alive): the runner ending the
@@ -25,6 +28,9 @@ type Options struct {
 	// Grace between SIGTERM and SIGKILL, and the bound on each wait for an
 	// exit. Zero means DefaultGrace.
 	Grace time.Duration
+	// Wait bounds how long All waits for admitted creators to finish before
+	// it gives up (and retains the root). Zero means DefaultWait.
+	Wait time.Duration
 	// DryRun classifies and plans; it changes nothing.
 	DryRun bool
 	// KeepRoot never removes the root (a daemon recovering its own root).
@@ -78,6 +84,9 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultGrace
 	}
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultWait
+	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
@@ -93,7 +102,18 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 		if err := root.ReleaseLease(); err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
 		}
-		x, err := root.LockExclusive(ctx)
+		lctx, cancel := context.WithTimeout(ctx, opts.Wait)
+		x, err := root.LockExclusive(lctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// An admitted creator still holds the root. Ending anything
+			// without the exclusive lock would let it create after the
+			// scan: keep the root (still closing) and say so.
+			rep.RootKept = fmt.Sprintf("admitted creators still hold %s after %v; nothing was ended (the root stays closing, run recover --all again)", root.Path(), opts.Wait)
+			rep.Retained++
+			rep.Elapsed = time.Since(start)
+			return rep, nil
+		}
 		if errors.Is(err, journal.ErrClosing) {
 			// Another recoverer finished and removed the root: progress.
 			rep.RootRemoved = true
@@ -246,7 +266,7 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	var retained []string
 	if rec.Kind == journal.KindTmux {
 		for _, s := range rec.Sockets {
-			if msg, err := r.stopTmux(ctx, s); err != nil {
+			if msg, err := r.stopTmux(ctx, s, rec.Subject); err != nil {
 				retained = append(retained, err.Error())
 			} else if msg != "" {
 				did(msg)
@@ -296,6 +316,17 @@ func (r *run) endResources(e Entry, a *Action, keep []string) {
 		return
 	}
 	var retained []string
+	if rec.PGID != 0 && !e.SubjectAlive {
+		// The leader died before recovery could hold its pidfd, and a
+		// group cannot be signalled safely without it (invariant 5). If
+		// members no record named still live, the record and its root
+		// stay: a kept root is recoverable later, a removed one is not.
+		if alive, err := owner.GroupAlive(rec.PGID); err != nil || alive {
+			a.Retained = fmt.Sprintf("leader pid %d is dead but its process group %d still has live members (or cannot be read)", rec.Subject.PID, rec.PGID)
+			r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
+			return
+		}
+	}
 	for _, s := range rec.Sockets {
 		if k := heldBy(s, keep); k != "" {
 			retained = append(retained, fmt.Sprintf("socket %s is also named by a record that stays", s))

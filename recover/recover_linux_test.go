@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -625,4 +626,78 @@ func TestAllKeepRootReopens(t *testing.T) {
 	adm, err := r.Admit(context.Background())
 	require.NoError(t, err)
 	adm.Done()
+}
+
+// TestDeadLeaderLiveGroupRetained: a recorded group whose leader died
+// before recovery could hold its pidfd, while a member no record names
+// lives on, cannot be signalled safely (invariant 5). Recovery must not call
+// that done: the record and the root stay, and the member is untouched.
+func TestDeadLeaderLiveGroupRetained(t *testing.T) {
+	r, dir := openRoot(t)
+	memberFile := filepath.Join(t.TempDir(), "member")
+	leader := exec.Command("sh", "-c", `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > `+memberFile+`.tmp && mv `+memberFile+`.tmp `+memberFile+`; read x || true`)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := leader.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, leader.Start())
+	lid, err := owner.Of(leader.Process.Pid)
+	require.NoError(t, err)
+	b := testroot.WaitFile(t, memberFile, leader.Process.Pid)
+	mpid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	mid, err := owner.Of(mpid)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if p, err := owner.Open(mid); err == nil {
+			p.Signal(syscall.SIGKILL)
+			p.Wait(context.Background())
+			p.Close()
+		}
+		syscall.Wait4(mpid, nil, syscall.WNOHANG, nil)
+	})
+	publish(t, r, &journal.Record{Subject: &lid, PGID: lid.PID, Owner: deadIdentity(t)})
+	stdin.Close()
+	require.NoError(t, leader.Wait())
+	requireState(t, owner.Dead, lid, "leader")
+
+	for _, all := range []bool{false, true} {
+		rep, err := Run(context.Background(), r, Options{All: all, Grace: time.Second})
+		require.NoError(t, err)
+		require.False(t, rep.Clean(), "a live member of the recorded group must keep the record: %+v", rep)
+		require.False(t, rep.RootRemoved)
+		require.DirExists(t, dir)
+		require.Len(t, records(t, r), 1)
+		requireState(t, owner.Alive, mid, "the group member (never signalled without the leader's pidfd)")
+	}
+}
+
+// TestAllWaitIsBounded: a creator that never finishes its admission cannot
+// hang the run's teardown. After Wait, All gives up without ending anything
+// (ending without the exclusive lock would let the creator create after the
+// scan), keeps the root closing and reports it retained; once the creator
+// is done, a second teardown finishes.
+func TestAllWaitIsBounded(t *testing.T) {
+	r, dir := openRoot(t)
+	s := startSleeper(t)
+	publish(t, r, &journal.Record{Subject: &s.ID, Owner: deadIdentity(t)})
+	creator, err := journal.Open(dir)
+	require.NoError(t, err)
+	defer creator.Close()
+	adm, err := creator.Admit(context.Background())
+	require.NoError(t, err)
+
+	rep, err := Run(context.Background(), r, Options{All: true, Grace: time.Second, Wait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.False(t, rep.Clean())
+	require.Contains(t, rep.RootKept, "admitted creators still hold")
+	requireState(t, owner.Alive, s.ID, "the orphan (nothing is ended without the exclusive lock)")
+	_, err = creator.Admit(context.Background())
+	require.ErrorIs(t, err, journal.ErrClosing, "the root stays closing")
+
+	adm.Done()
+	rep, err = Run(context.Background(), r, Options{All: true, Grace: time.Second, Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, rep.Clean(), "%+v", rep)
+	require.True(t, rep.RootRemoved, rep.RootKept)
+	requireState(t, owner.Dead, s.ID, "orphan")
 }

@@ -60,7 +60,9 @@ func (r *run) checkSocket(name string) (socketState, string, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
 		return 0, path, fmt.Errorf("socket %s: not owned by uid %d, left in place", path, os.Geteuid())
 	}
-	c, err := net.DialTimeout("unix", path, time.Second)
+	// Through the root's descriptor: a path component swapped since the
+	// Lstat cannot redirect the connect.
+	c, err := net.DialTimeout("unix", r.root.ConnectPath(name), time.Second)
 	if err == nil {
 		c.Close()
 		return sockAnswers, path, nil
@@ -75,7 +77,12 @@ func (r *run) checkSocket(name string) (socketState, string, error) {
 }
 
 // stopTmux stops the tmux server behind a recorded socket, if one answers.
-func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
+//
+// The server's PID comes from the server itself (#{pid}), so it is trusted
+// only as far as waiting goes: the server is signalled only when it is the
+// record's verified subject; any other process that does not exit is
+// reported, never signalled.
+func (r *run) stopTmux(ctx context.Context, name string, subject *owner.Identity) (string, error) {
 	st, path, err := r.checkSocket(name)
 	if err != nil || st != sockAnswers {
 		return "", err
@@ -92,11 +99,11 @@ func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
 	// server has exited (it still closes its panes and runs utempter): hold
 	// a pidfd on the server first, so that its exit can be awaited. A record
 	// in the intent phase names no subject to wait for.
-	srv := r.tmuxServer(ctx, bin, path)
+	srv := r.tmuxServer(ctx, bin, name)
 	if srv != nil {
 		defer srv.Close()
 	}
-	out, err := tmuxClient(ctx, bin, path, "kill-server")
+	out, err := r.tmuxClient(ctx, bin, name, "kill-server")
 	if err != nil {
 		// A server that exits while answering makes kill-server fail;
 		// what counts is whether the socket still answers.
@@ -109,8 +116,11 @@ func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
 		err := srv.Wait(wctx)
 		cancel()
 		if err != nil {
-			// Still running a grace period after kill-server: end it
-			// through the handle (SIGTERM, grace, SIGKILL).
+			if subject == nil || srv.Identity() != *subject {
+				return "", fmt.Errorf("tmux server pid %d on %s still runs %v after kill-server; it is not the record's subject, so it is not signalled", srv.Identity().PID, path, r.opts.Grace)
+			}
+			// The recorded subject, still running a grace period after
+			// kill-server: end it through the handle.
 			if _, err := Terminate(ctx, srv, false, r.opts.Grace); err != nil {
 				return "", fmt.Errorf("tmux server on %s: %w", path, err)
 			}
@@ -119,12 +129,15 @@ func (r *run) stopTmux(ctx context.Context, name string) (string, error) {
 	return "tmux kill-server on " + name, nil
 }
 
-// tmuxClient runs one tmux client on socket path with the scrubbed
-// environment, bounded by tmuxTimeout.
-func tmuxClient(ctx context.Context, bin, path string, args ...string) ([]byte, error) {
+// tmuxClient runs one tmux client on the socket name inside the root, with
+// the scrubbed environment, bounded by tmuxTimeout. The client reaches the
+// socket through the root's directory descriptor (its fd 3), never through
+// a path that could have been swapped.
+func (r *run) tmuxClient(ctx context.Context, bin, name string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-S", path}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-S", r.root.ChildConnectPath(name)}, args...)...)
+	cmd.ExtraFiles = []*os.File{r.root.DirFile()}
 	cmd.Env = scrubbedEnv()
 	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
@@ -134,8 +147,8 @@ func tmuxClient(ctx context.Context, bin, path string, args ...string) ([]byte, 
 // tmuxServer returns a verified handle on the tmux server answering on path
 // (it reports its own PID; the socket was checked to be ours, and so must
 // the process be), or nil.
-func (r *run) tmuxServer(ctx context.Context, bin, path string) *owner.Process {
-	out, err := tmuxClient(ctx, bin, path, "display-message", "-p", "#{pid}")
+func (r *run) tmuxServer(ctx context.Context, bin, name string) *owner.Process {
+	out, err := r.tmuxClient(ctx, bin, name, "display-message", "-p", "#{pid}")
 	if err != nil {
 		return nil
 	}

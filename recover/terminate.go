@@ -24,12 +24,15 @@ func terminate(ctx context.Context, id owner.Identity, group bool, grace time.Du
 	return Terminate(ctx, p, group, grace)
 }
 
+// killWait is the least time Terminate waits for an exit after SIGKILL.
+var killWait = 20 * time.Second
+
 // Terminate ends the process behind a verified handle (its whole process
 // group when group is set; p must then be the leader's handle, which reaches
 // the group even after the leader exited): SIGTERM, up to grace for the exit,
-// SIGKILL, up to grace again. Exits are confirmed on the pidfd; for a group
-// whose leader has exited, by probing the group. It returns what it did, and
-// an error when the end could not be confirmed.
+// SIGKILL, up to grace again (at least killWait). Exits are confirmed on the
+// pidfd; for a group whose leader has exited, by probing the group. It
+// returns what it did, and an error when the end could not be confirmed.
 func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Duration) ([]string, error) {
 	send := p.Signal
 	what := fmt.Sprintf("pid %d", p.Identity().PID)
@@ -40,14 +43,31 @@ func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Dur
 	var msgs []string
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t0 := time.Now()
-		if err := send(sig); err != nil {
+		err := send(sig)
+		if errors.Is(err, owner.ErrGone) && group && !p.Exited() {
+			// ESRCH for a group send while the process lives: it no
+			// longer leads a group (it moved itself with setpgid), or its
+			// group is empty. "Gone" must mean gone: end the process.
+			group, send, what = false, p.Signal, fmt.Sprintf("pid %d", p.Identity().PID)
+			msgs = append(msgs, "no longer leads a process group")
+			err = send(sig)
+		}
+		if err != nil {
 			if errors.Is(err, owner.ErrGone) {
 				return append(msgs, what+" gone"), nil
 			}
 			return msgs, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, grace)
-		err := p.Wait(wctx)
+		wait := grace
+		if sig == syscall.SIGKILL && wait < killWait {
+			// SIGKILL cannot be caught: what remains is the kernel
+			// tearing the process down, which a loaded machine can
+			// stretch past a short grace. Waiting longer costs nothing
+			// when it is quick.
+			wait = killWait
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		err = p.Wait(wctx)
 		if err == nil && group {
 			err = awaitGroupEmpty(wctx, p)
 		}
@@ -55,9 +75,9 @@ func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Dur
 		if err == nil {
 			return append(msgs, fmt.Sprintf("%s to %s: exited after %v", unix.SignalName(sig), what, time.Since(t0).Round(time.Millisecond))), nil
 		}
-		msgs = append(msgs, fmt.Sprintf("%s to %s: still running after %v", unix.SignalName(sig), what, grace))
+		msgs = append(msgs, fmt.Sprintf("%s to %s: still running after %v", unix.SignalName(sig), what, wait))
 	}
-	return msgs, fmt.Errorf("%s did not exit %v after SIGKILL", what, grace)
+	return msgs, fmt.Errorf("%s did not exit %v after SIGKILL", what, max(grace, killWait))
 }
 
 // awaitGroupEmpty confirms that no member of the leader's group remains

@@ -44,7 +44,7 @@ const usage = `usage:
   ownerjournal publish [--root DIR] --pid PID [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
   ownerjournal retire [--root DIR] ID
   ownerjournal status [--root DIR] [--json]
-  ownerjournal recover [--root DIR] [--all] [--grace D] [--dry-run] [--keep-root] [--json]
+  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json]
 
 The root is --root DIR, else $OWNERJOURNAL_ROOT.
 Exit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).
@@ -486,6 +486,7 @@ func (c *cli) recover(args []string) error {
 	rootFlag := f.String("root", "", "root directory")
 	all := f.Bool("all", false, "also end what is in use (the runner ending the run)")
 	grace := f.Duration("grace", recover.DefaultGrace, "time between SIGTERM and SIGKILL")
+	wait := f.Duration("wait", recover.DefaultWait, "with --all: how long to wait for admitted creators before keeping the root (exit 3)")
 	dry := f.Bool("dry-run", false, "classify and plan; change nothing")
 	keep := f.Bool("keep-root", false, "never remove the root")
 	asJSON := f.Bool("json", false, "print one JSON document")
@@ -495,8 +496,8 @@ func (c *cli) recover(args []string) error {
 	if f.NArg() != 0 {
 		return usagef("recover takes no arguments")
 	}
-	if *grace <= 0 {
-		return usagef("--grace must be positive")
+	if *grace <= 0 || *wait <= 0 {
+		return usagef("--grace must be positive, and so must --wait")
 	}
 	// Signals stay caught from the start: a Ctrl-C never cuts recovery
 	// short, and a closed stdout (SIGPIPE) never kills it halfway.
@@ -517,7 +518,7 @@ func (c *cli) recover(args []string) error {
 		return err
 	}
 	defer r.Close()
-	rep, err := recover.Run(context.Background(), r, recover.Options{All: *all, Grace: *grace, DryRun: *dry, KeepRoot: *keep, Log: c.stderr})
+	rep, err := recover.Run(context.Background(), r, recover.Options{All: *all, Grace: *grace, Wait: *wait, DryRun: *dry, KeepRoot: *keep, Log: c.stderr})
 	if err != nil {
 		return err
 	}

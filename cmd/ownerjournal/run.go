@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
 )
+
+// envSpawner, when set, is the PID of the process that spawned `run`; run
+// ends at once if its parent is no longer that process (the spawner died
+// before run could set its parent-death signal).
+const envSpawner = "OWNERJOURNAL_SPAWNER"
 
 // scanInterval is how often the supervisor looks for descendants to journal.
 // A descendant is journaled once it has been seen by two consecutive scans,
@@ -79,6 +85,10 @@ type supervisor struct {
 	recID  string
 	cg     containment
 
+	endMu     sync.Mutex
+	treeEnded bool        // under endMu: endTree ran to completion
+	ending    atomic.Bool // endTree has begun: scans stop journaling
+
 	mu    sync.Mutex
 	known map[int]*tracked // journaled descendants by PID
 	seen  map[int]uint64   // PID → start time seen by the previous scan
@@ -105,6 +115,9 @@ func (s *supervisor) run(argv []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The spawner's PID is ours to check, not CMD's: a run inside CMD
+	// must not compare its parent with it.
+	os.Unsetenv(envSpawner)
 	if parentGone {
 		return 0, errors.New("the parent exited before the command could start")
 	}
@@ -178,16 +191,23 @@ func (s *supervisor) start(argv []string) error {
 		return err
 	}
 	// CMD is our unreaped child, so its PID cannot be reused before Wait.
+	// From here on CMD runs: failures are reported and supervision goes
+	// on, since returning would leave CMD's tree to nobody.
 	id, err := owner.Of(s.cmd.Process.Pid)
-	if err != nil {
-		// It exited already; its end is handled by endTree.
-		return nil
+	if err == nil {
+		s.leader, err = owner.Open(id)
 	}
-	if s.leader, err = owner.Open(id); err != nil {
-		return nil
+	if err != nil {
+		if !errors.Is(err, owner.ErrGone) {
+			s.logf("cannot hold CMD (pid %d): %v; its process group will not be signalled", s.cmd.Process.Pid, err)
+		}
+		return nil // exited already: its end is handled by endTree
 	}
 	rec.Subject, rec.PGID, rec.Phase = &id, id.PID, journal.PhaseLive
-	return adm.Publish(rec)
+	if err := adm.Publish(rec); err != nil {
+		s.logf("record CMD (pid %d) as live: %v; the intent record %s stays", id.PID, err, rec.ID)
+	}
+	return nil
 }
 
 func (s *supervisor) leaderSignal(sig syscall.Signal) error {
@@ -200,6 +220,9 @@ func (s *supervisor) leaderSignal(sig syscall.Signal) error {
 // scan journals descendants that have lived for a whole scan interval and
 // reaps adopted children that have exited.
 func (s *supervisor) scan() {
+	if s.ending.Load() {
+		return
+	}
 	pids := descendants(s.self.PID)
 	next := make(map[int]uint64, len(pids))
 	for _, pid := range pids {
@@ -256,22 +279,20 @@ func (s *supervisor) track(id owner.Identity) {
 	}()
 }
 
-var (
-	endOnce   sync.Mutex
-	treeEnded bool // under endOnce
-)
-
 // endTree ends CMD's group, its cgroup and every descendant, in parallel,
 // with the grace/escalation of recover.Terminate, until no descendant is
 // left; then it retires CMD's record. It runs to completion once; a
 // concurrent call waits for it.
 func (s *supervisor) endTree(ctx context.Context) {
-	endOnce.Lock()
-	defer endOnce.Unlock()
-	if treeEnded {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if s.treeEnded {
 		return
 	}
-	defer func() { treeEnded = true }()
+	defer func() { s.treeEnded = true }()
+	// No new descendant records from here on: the ending journals nothing
+	// it would then have to retire.
+	s.ending.Store(true)
 	deadline := time.Now().Add(4 * s.grace)
 	for round := 0; ; round++ {
 		var wg sync.WaitGroup

@@ -447,7 +447,9 @@ function spawnOwned(command, args = [], { label, log, grace, env } = {}) {
   }
   let child;
   try {
-    child = spawn(binary(), runArgs, { stdio, env: env || process.env });
+    // OWNERJOURNAL_SPAWNER: if this process dies before `run` has set its
+    // parent-death signal, run sees that its parent is no longer us.
+    child = spawn(binary(), runArgs, { stdio, env: { ...(env || process.env), OWNERJOURNAL_SPAWNER: String(process.pid) } });
   } finally {
     if (fd !== undefined) fs.closeSync(fd); // the child holds its own copy
   }
