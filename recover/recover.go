@@ -128,16 +128,31 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 		defer excl.Unlock()
 	}
 	r := &run{root: root, opts: opts, rep: rep}
-	if err := r.pass(ctx); err != nil {
-		if root.Removed() {
-			// Another recoverer removed the root after it was opened
-			// (the scan of a removed directory fails with ENOENT):
-			// progress, nothing is left to do.
-			rep.RootRemoved = true
-			rep.Elapsed = time.Since(start)
-			return rep, nil
+	// Ending an orphan can orphan what it owned: a server killed as the
+	// subject of its dead supervisor's record leaves its own tmux records
+	// with a dead owner. Orphans-only recovery replays again while a pass
+	// ended something and records stayed in use (at most maxPasses).
+	for i := 1; ; i++ {
+		acted, inUse, err := r.pass(ctx)
+		if err != nil {
+			if root.Removed() {
+				// Another recoverer removed the root after it was
+				// opened (the scan of a removed directory fails with
+				// ENOENT): progress, nothing is left to do.
+				rep.RootRemoved = true
+				rep.Elapsed = time.Since(start)
+				return rep, nil
+			}
+			return nil, err
 		}
-		return nil, err
+		if opts.All || opts.DryRun || acted == 0 || inUse == 0 || i == maxPasses {
+			break
+		}
+	}
+	for _, a := range rep.Actions {
+		if a.Retained != "" {
+			rep.Retained++
+		}
 	}
 	if !opts.DryRun {
 		r.finish(ctx, excl)
@@ -156,10 +171,11 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 var stageHook = func(stage string) {}
 
 type run struct {
-	root *journal.Root
-	opts Options
-	rep  *Report
-	mu   sync.Mutex
+	root      *journal.Root
+	opts      Options
+	rep       *Report
+	mu        sync.Mutex
+	tempsDone bool // temp files are judged once, by the first pass
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -170,10 +186,10 @@ func (r *run) logf(format string, a ...any) {
 
 // pass classifies every record and acts on those the mode allows, all in
 // parallel.
-func (r *run) pass(ctx context.Context) error {
+func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	st, err := Classify(r.root)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	stageHook("classified")
 	actions := make([]Action, len(st.Entries))
@@ -223,15 +239,37 @@ func (r *run) pass(ctx context.Context) error {
 	if !r.opts.DryRun {
 		stageHook("retired")
 	}
+	// A record seen again replaces what an earlier pass said of it.
+	at := map[string]int{}
+	for i, a := range r.rep.Actions {
+		at[a.Path] = i
+	}
 	for _, a := range actions {
-		if a.Retained != "" {
-			r.rep.Retained++
+		if i, ok := at[a.Path]; ok {
+			r.rep.Actions[i] = a
+		} else {
+			r.rep.Actions = append(r.rep.Actions, a)
 		}
 	}
-	r.rep.Actions = append(r.rep.Actions, actions...)
-	r.cleanTemps(st.Scan)
-	return nil
+	if !r.tempsDone {
+		r.tempsDone = true
+		r.cleanTemps(st.Scan)
+	}
+	for _, i := range act {
+		if actions[i].Retained == "" {
+			acted++
+		}
+	}
+	for _, e := range st.Entries {
+		if e.Verdict == InUse {
+			inUse++
+		}
+	}
+	return acted, inUse, nil
 }
+
+// maxPasses bounds the replays of one orphans-only recovery.
+const maxPasses = 4
 
 // parallel runs fn for every index at once, at most 512 at a time.
 func (r *run) parallel(idx []int, fn func(i int)) {

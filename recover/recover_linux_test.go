@@ -701,3 +701,25 @@ func TestAllWaitIsBounded(t *testing.T) {
 	require.True(t, rep.RootRemoved, rep.RootKept)
 	requireState(t, owner.Dead, s.ID, "orphan")
 }
+
+// TestOrphanChain: ending an orphan orphans what it owned (a server killed
+// as its dead supervisor's subject leaves its own records with a dead
+// owner). One orphans-only recovery follows the chain to the end.
+func TestOrphanChain(t *testing.T) {
+	r, dir := openRoot(t)
+	server := startSleeper(t)
+	tmux := startSleeper(t)
+	publish(t, r, &journal.Record{Subject: &server.ID, Owner: deadIdentity(t), Label: "server"})
+	publish(t, r, &journal.Record{Subject: &tmux.ID, Owner: server.ID, Label: "owned by the server"})
+	rep, err := Run(context.Background(), r, Options{Grace: 5 * time.Second})
+	require.NoError(t, err)
+	require.True(t, rep.Clean(), "%+v", rep)
+	requireState(t, owner.Dead, server.ID, "server")
+	requireState(t, owner.Dead, tmux.ID, "what the server owned")
+	require.True(t, rep.RootRemoved, rep.RootKept)
+	require.NoDirExists(t, dir)
+	require.Len(t, rep.Actions, 2)
+	for _, a := range rep.Actions {
+		require.Equal(t, Orphan, a.Verdict, "%+v", a)
+	}
+}
