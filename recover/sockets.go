@@ -103,14 +103,7 @@ func (r *run) stopTmux(ctx context.Context, name string, subject *owner.Identity
 	if srv != nil {
 		defer srv.Close()
 	}
-	out, err := r.tmuxClient(ctx, bin, name, "kill-server")
-	if err != nil {
-		// A server that exits while answering makes kill-server fail;
-		// what counts is whether the socket still answers.
-		if st, _, _ := r.checkSocket(name); st == sockAnswers {
-			return "", fmt.Errorf("tmux kill-server on %s: %v: %s", path, err, out)
-		}
-	}
+	out, kerr := r.tmuxClient(ctx, bin, name, "kill-server")
 	if srv != nil {
 		wctx, cancel := context.WithTimeout(ctx, r.opts.Grace)
 		err := srv.Wait(wctx)
@@ -125,6 +118,21 @@ func (r *run) stopTmux(ctx context.Context, name string, subject *owner.Identity
 				return "", fmt.Errorf("tmux server on %s: %w", path, err)
 			}
 		}
+	}
+	// A server that exits while answering (another record's signal ended
+	// it at the same moment) makes kill-server fail; what counts is
+	// whether the socket still answers. A listening socket can accept
+	// while its server is exiting, so a failed kill is retried (each try
+	// is a tmux client run) for up to the grace period before a
+	// still-answering socket is reported.
+	for deadline := time.Now().Add(r.opts.Grace); kerr != nil; {
+		if st, _, _ := r.checkSocket(name); st != sockAnswers {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("tmux kill-server on %s: %v: %s", path, kerr, out)
+		}
+		out, kerr = r.tmuxClient(ctx, bin, name, "kill-server")
 	}
 	return "tmux kill-server on " + name, nil
 }
