@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/ownerjournal/ownerjournal/internal/cgroup"
@@ -11,39 +16,59 @@ import (
 // containment is CMD's cgroup, when run may create one. The zero value is
 // "no cgroup": the subreaper and the journal do the work then.
 type containment struct {
-	g *cgroup.Group
+	h       cgroup.Hierarchy
+	name    string // the planned group's name; empty without a cgroup
+	planned string // its path: recorded before the group is created
+	g       *cgroup.Group
 	// why says why there is no cgroup (mode off, or unavailable).
 	why string
 }
 
-// newContainment creates CMD's cgroup as --cgroup says: auto uses one when
+// newContainment plans CMD's cgroup as --cgroup says: auto uses one when
 // the kernel and permissions allow it, require fails when it cannot, off
-// never does.
-func newContainment(mode string) (containment, error) {
+// never does. Nothing is created yet: the path goes into the intent record
+// first (a supervisor killed between the two leaves a record naming a group
+// that does not exist, which recovery counts as progress, never a group no
+// record names).
+func newContainment(mode string) (*containment, error) {
 	if mode == "off" {
-		return containment{why: "cgroup off (--cgroup=off)"}, nil
+		return &containment{why: "cgroup off (--cgroup=off)"}, nil
 	}
 	h, err := cgroup.Detect()
-	if err == nil {
-		var g *cgroup.Group
-		if g, err = h.Create(""); err == nil {
-			return containment{g: g}, nil
+	if err != nil {
+		if mode == "require" {
+			return nil, fmt.Errorf("--cgroup=require cannot be honoured: %w", err)
 		}
+		return &containment{why: "no cgroup: " + err.Error()}, nil
 	}
-	if mode == "require" {
-		return containment{}, fmt.Errorf("--cgroup=require cannot be honoured: %w", err)
-	}
-	return containment{why: "no cgroup: " + err.Error()}, nil
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := "oj-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	return &containment{h: h, name: name, planned: filepath.Join(h.Parent, name)}, nil
 }
 
-func (c containment) path() string {
-	if c.g == nil {
-		return ""
+// create makes the planned group. In auto mode a failure falls back to no
+// cgroup (path and why change accordingly); in require mode it is an error.
+func (c *containment) create(mode string) error {
+	if c.name == "" {
+		return nil
 	}
-	return c.g.Path()
+	g, err := c.h.Create(c.name)
+	if err != nil {
+		c.name, c.planned = "", ""
+		if mode == "require" {
+			return fmt.Errorf("--cgroup=require cannot be honoured: %w", err)
+		}
+		c.why = "no cgroup: " + err.Error()
+		return nil
+	}
+	c.g = g
+	return nil
 }
 
-func (c containment) fd() (int, bool) {
+func (c *containment) path() string { return c.planned }
+
+func (c *containment) fd() (int, bool) {
 	if c.g == nil {
 		return 0, false
 	}
@@ -52,7 +77,7 @@ func (c containment) fd() (int, bool) {
 
 // kill ends every member at once (cgroup.kill) and waits for the group to
 // be empty, up to twice the grace period.
-func (c containment) kill(ctx context.Context, grace time.Duration) error {
+func (c *containment) kill(ctx context.Context, grace time.Duration) error {
 	if c.g == nil {
 		return nil
 	}
@@ -68,7 +93,7 @@ func (c containment) kill(ctx context.Context, grace time.Duration) error {
 	return c.g.Kill(ctx)
 }
 
-func (c containment) remove() error {
+func (c *containment) remove() error {
 	if c.g == nil {
 		return nil
 	}

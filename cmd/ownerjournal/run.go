@@ -83,7 +83,7 @@ type supervisor struct {
 	cmd    *exec.Cmd
 	leader *owner.Process // CMD's pidfd, held for its group's life
 	recID  string
-	cg     containment
+	cg     *containment
 
 	endMu     sync.Mutex
 	treeEnded bool        // under endMu: endTree ran to completion
@@ -178,10 +178,14 @@ func (s *supervisor) start(argv []string) error {
 	}
 	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label, Owner: s.self, Phase: journal.PhaseIntent, Cgroup: s.cg.path(), Note: s.cg.why}
 	if err := adm.Publish(rec); err != nil {
-		s.cg.remove()
 		return err
 	}
 	s.recID = rec.ID
+	if err := s.cg.create(s.cgMode); err != nil {
+		s.root.Retire(rec.ID)
+		return err
+	}
+	rec.Cgroup, rec.Note = s.cg.path(), s.cg.why
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	s.cmd.SysProcAttr = childAttr(s.cg)

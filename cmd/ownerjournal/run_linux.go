@@ -37,7 +37,7 @@ func becomeSupervisor() (parentGone bool, err error) {
 // childAttr starts CMD in its own process group, with SIGKILL as its
 // parent-death signal, and inside the cgroup from birth when there is one
 // (clone3 CLONE_INTO_CGROUP).
-func childAttr(cg containment) *syscall.SysProcAttr {
+func childAttr(cg *containment) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if fd, ok := cg.fd(); ok {
 		a.UseCgroupFD, a.CgroupFD = true, fd

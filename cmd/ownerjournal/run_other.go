@@ -8,7 +8,7 @@ import "syscall"
 // supervisor still owns CMD's process group and ends it.
 func becomeSupervisor() (bool, error) { return false, nil }
 
-func childAttr(containment) *syscall.SysProcAttr {
+func childAttr(*containment) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
