@@ -3,12 +3,13 @@ package journal
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ownerjournal/ownerjournal/owner"
@@ -94,14 +95,27 @@ func ValidID(id string) bool {
 	return ok && pid > 0
 }
 
-// NewID returns a fresh record id, "<pid>-<starttime>-<random>" of the
+// NewID returns a fresh record id, "<pid>-<starttime>-<sequence>" of the
 // writing process: a temp file left by a writer that died mid-publish carries
-// the id and so names its writer.
+// the id and so names its writer. The sequence is a per-process counter
+// (eight hex digits) that starts at a random value, so ids never repeat
+// within a process (32 random bits each would collide once in about a
+// hundred 10,000-record runs, and a collision replaces another record),
+// while pid and start time keep processes apart. NewID is safe for
+// concurrent use.
 func NewID(writer owner.Identity) string {
+	return fmt.Sprintf("%d-%d-%08x", writer.PID, writer.StartTime, idSeq.Add(1))
+}
+
+// idSeq is NewID's counter, seeded at random so that a process reusing a
+// predecessor's pid in the same clock tick still draws other ids.
+var idSeq = func() *atomic.Uint32 {
 	var b [4]byte
 	rand.Read(b[:])
-	return fmt.Sprintf("%d-%d-%s", writer.PID, writer.StartTime, hex.EncodeToString(b[:]))
-}
+	var v atomic.Uint32
+	v.Store(binary.LittleEndian.Uint32(b[:]))
+	return &v
+}()
 
 // writerOf parses the writer PID and start time out of an id.
 func writerOf(id string) (pid int, start uint64, ok bool) {
