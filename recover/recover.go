@@ -215,7 +215,13 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	// record's directory or socket is removed while another record's
 	// process may still be using it on its way out.
 	t0 := time.Now()
-	r.parallel(act, func(i int) {
+	var running []int // records with something that may run
+	for _, i := range act {
+		if e := st.Entries[i]; e.SubjectAlive || e.Record.Cgroup != "" || e.Record.Kind == journal.KindTmux || r.opts.DryRun {
+			running = append(running, i)
+		}
+	}
+	r.parallel(running, func(i int) {
 		r.endProcesses(ctx, st.Entries[i], &actions[i])
 		actions[i].Duration = time.Since(t0)
 	})
