@@ -227,17 +227,10 @@ func (s *supervisor) scan() {
 	if s.ending.Load() {
 		return
 	}
-	pids := descendants(s.self.PID)
-	next := make(map[int]uint64, len(pids))
-	for _, pid := range pids {
-		if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
-			continue
-		}
-		id, err := owner.Of(pid)
-		if err != nil {
-			reapIfChild(pid)
-			continue
-		}
+	live := s.liveDescendants()
+	next := make(map[int]uint64, len(live))
+	for _, id := range live {
+		pid := id.PID
 		next[pid] = id.StartTime
 		s.mu.Lock()
 		_, known := s.known[pid]
@@ -309,15 +302,8 @@ func (s *supervisor) endTree(ctx context.Context) {
 				}
 			}()
 		}
-		for _, pid := range descendants(s.self.PID) {
-			if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
-				continue
-			}
-			id, err := owner.Of(pid)
-			if err != nil {
-				reapIfChild(pid)
-				continue
-			}
+		for _, id := range s.liveDescendants() {
+			pid := id.PID
 			p, err := owner.Open(id)
 			if err != nil {
 				continue
@@ -339,7 +325,7 @@ func (s *supervisor) endTree(ctx context.Context) {
 		if err := s.cg.kill(ctx, s.grace); err != nil {
 			s.logf("%v", err)
 		}
-		if len(liveDescendants(s.self.PID, s.cmd)) == 0 || time.Now().After(deadline) {
+		if len(s.liveDescendants()) == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -370,19 +356,21 @@ func (s *supervisor) endTree(ctx context.Context) {
 	}
 }
 
-// liveDescendants lists descendants that are not zombies, reaping adopted
-// zombies on the way.
-func liveDescendants(self int, cmd *exec.Cmd) []int {
-	var live []int
-	for _, pid := range descendants(self) {
-		if cmd.Process != nil && pid == cmd.Process.Pid {
+// liveDescendants returns the identities of the supervisor's descendants
+// other than CMD that are running (not zombies), reaping adopted zombies on
+// the way.
+func (s *supervisor) liveDescendants() []owner.Identity {
+	var live []owner.Identity
+	for _, pid := range descendants(s.self.PID) {
+		if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
 			continue
 		}
-		if _, err := owner.Of(pid); err != nil {
+		id, err := owner.Of(pid)
+		if err != nil {
 			reapIfChild(pid)
 			continue
 		}
-		live = append(live, pid)
+		live = append(live, id)
 	}
 	return live
 }
