@@ -30,6 +30,14 @@
 // exclusive lock, which waits for every admitted creator; new admissions then
 // fail with [ErrClosing].
 //
+// Ownership from birth: [Create] returns a root with the calling process's
+// [Lease] already held, so recovery by any other participant keeps it while
+// its creator lives; a root opened with [Open] is protected from the moment
+// its user calls [Root.Lease]. A daemon starts in this order: Create (or Open
+// and Lease), then orphans-only recovery of what dead predecessors left
+// (recover.Run keeps a root its caller leases), then admissions and
+// publishing.
+//
 // Caveats: rename is not atomic on NFS, and flock(2) is advisory and may be
 // emulated on network filesystems: a root belongs on a local filesystem
 // (the defaults, $XDG_RUNTIME_DIR and /tmp, are). Lock files are opened by

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -282,6 +283,9 @@ func (r *Root) Lease() (*Lease, error) {
 		ok, err := fl.TryLockContext(ctx, lockRetry)
 		if err != nil || !ok {
 			fl.Close()
+			if errors.Is(err, fs.ErrNotExist) && !r.linked() {
+				return nil, errs.Quietf(ErrClosing, "journal: lease on %s: the root was removed", r.path)
+			}
 			if err == nil {
 				err = errors.New("held by another open file")
 			}
@@ -299,6 +303,30 @@ func (r *Root) Lease() (*Lease, error) {
 	}
 	r.lease = &Lease{r: r, name: name, fl: fl}
 	return r.lease, nil
+}
+
+// leaseFromBirth takes the lease under an admission: a teardown that removes
+// the root needs the exclusive lock, so none can run between the admission
+// and the lease, and every later one sees the lease held. It fails with
+// [ErrClosing] when the root is closing or was removed before the admission.
+func (r *Root) leaseFromBirth() error {
+	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	defer cancel()
+	adm, err := r.Admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.Done()
+	_, err = r.Lease()
+	return err
+}
+
+// HoldsLease reports whether the calling process holds its lease through
+// this Root (see [Root.Lease]).
+func (r *Root) HoldsLease() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease != nil
 }
 
 // ReleaseLease releases the calling process's lease on this root, if it

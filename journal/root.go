@@ -143,7 +143,17 @@ type Root struct {
 }
 
 // Create creates (or validates, if it exists) the root NAME under
-// [DefaultBase] and opens it.
+// [DefaultBase], opens it and takes the calling process's [Lease] on it
+// before returning, so the root is owned from birth: recovery by anyone else
+// (an orphans-only sweep of every root in the base included) sees a live
+// participant and keeps the root for as long as the creator lives or until
+// it calls [Root.Close]. It returns an error wrapping [ErrClosing] when the
+// root exists and a teardown has marked it closing.
+//
+// A daemon's start-up order is therefore: Create (or Open and
+// [Root.Lease]), then recovery of what dead predecessors left
+// (recover.Run without All, which never removes a root its caller leases),
+// then publish and serve.
 func Create(name string) (*Root, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("journal: root name %q: %w", name, ErrBadName)
@@ -157,10 +167,25 @@ func Create(name string) (*Root, error) {
 	if err := checkLength(path); err != nil {
 		return nil, err
 	}
-	if err := mkdirPrivate(path); err != nil {
-		return nil, err
+	// A sweep may remove the fresh, still empty root between the mkdir
+	// and the lease: make it again (a few times, then report).
+	for attempt := 0; ; attempt++ {
+		if err := mkdirPrivate(path); err != nil {
+			return nil, err
+		}
+		r, err := Open(path)
+		if err != nil {
+			return nil, err
+		}
+		err = r.leaseFromBirth()
+		if err == nil {
+			return r, nil
+		}
+		r.Close()
+		if !errors.Is(err, ErrClosing) || !r.Removed() || attempt == 3 {
+			return nil, err
+		}
 	}
-	return Open(path)
 }
 
 // Open validates an existing root directory and opens it. The root must be

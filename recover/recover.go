@@ -465,6 +465,12 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 		}
 		return
 	}
+	if excl == nil && r.root.HoldsLease() {
+		// The caller's own root (a daemon recovering at start-up):
+		// removing it would pull it from under its holder.
+		rep.RootKept = "this process holds its lease on the root"
+		return
+	}
 	if excl == nil {
 		x, err := r.root.TryLockExclusive()
 		switch {
