@@ -39,6 +39,7 @@ const (
 const envRoot = "OWNERJOURNAL_ROOT"
 
 const usage = `usage:
+  ownerjournal session [--name N] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
   ownerjournal root NAME [--owner-pid PID]
   ownerjournal run [--root DIR] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
   ownerjournal publish [--root DIR] --pid PID [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
@@ -83,6 +84,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		"retire":  c.retire,
 		"status":  c.status,
 		"recover": c.recover,
+		"session": c.session,
 	}
 	fn, ok := cmds[args[0]]
 	if !ok {
@@ -169,7 +171,7 @@ func ownerIdentity(pid int) (owner.Identity, error) {
 // root: ownerjournal root NAME [--owner-pid PID]
 func (c *cli) root(args []string) error {
 	f := c.flags("root")
-	ownerPID := f.Int("owner-pid", 0, "process that owns the root (default: the caller's parent); -1 for none")
+	ownerPID := f.Int("owner-pid", 0, "process that owns the root (default: the caller's parent, which from a Makefile line or sh -c exits at once: pass the PID of the process that lives for the run, or use session); -1 for none")
 	name, rest := splitName(args)
 	if err := parse(f, rest); err != nil {
 		return err
