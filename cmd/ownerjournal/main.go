@@ -42,7 +42,7 @@ const usage = `usage:
   ownerjournal session [--name N] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
   ownerjournal root NAME [--owner-pid PID]
   ownerjournal run [--root DIR] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
-  ownerjournal publish [--root DIR] --pid PID [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
+  ownerjournal publish [--root DIR] [--pid PID] [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
   ownerjournal retire [--root DIR] ID
   ownerjournal status [--root DIR] [--json]
   ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json]
@@ -88,11 +88,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fn, ok := cmds[args[0]]
 	if !ok {
-		if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-			fmt.Fprint(stdout, usage)
-			return exitOK
+		switch args[0] {
+		case "help", "-h", "--help":
+			return c.help(args[1:], cmds)
+		case "version", "--version":
+			return c.version()
 		}
-		fmt.Fprintf(stderr, "ownerjournal: unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "ownerjournal: unknown command %q (commands: %s; ownerjournal help CMD)\n", args[0], commandList(cmds))
 		return exitUsage
 	}
 	err := fn(args[1:])
@@ -104,7 +106,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "ownerjournal %s: %s\n%s", args[0], ue.msg, usage)
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n", args[0], ue.msg)
 		return exitUsage
 	case errors.As(err, &ee):
 		return ee.code
@@ -116,8 +118,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // flags returns a FlagSet whose parse errors are usage errors.
 func (c *cli) flags(name string) *flag.FlagSet {
-	f := flag.NewFlagSet("ownerjournal "+name, flag.ContinueOnError)
-	f.SetOutput(c.stderr)
+	f := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Parse errors become one line (flagMessage); -h prints help.go's.
+	out := &flagOutput{}
+	f.SetOutput(out)
+	f.Usage = func() { out.usage(c.stdout, name, f) }
 	return f
 }
 
@@ -126,7 +131,7 @@ func parse(f *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return &usageError{err.Error()}
+		return &usageError{flagMessage(f, f.Name(), err)}
 	}
 	return nil
 }
@@ -171,7 +176,7 @@ func ownerIdentity(pid int) (owner.Identity, error) {
 // root: ownerjournal root NAME [--owner-pid PID]
 func (c *cli) root(args []string) error {
 	f := c.flags("root")
-	ownerPID := f.Int("owner-pid", 0, "process that owns the root (default: the caller's parent, which from a Makefile line or sh -c exits at once: pass the PID of the process that lives for the run, or use session); -1 for none")
+	ownerPID := f.Int("owner-pid", 0, "the process that lives for the run and owns the root (default: the caller's parent); -1 for none")
 	name, rest := splitName(args)
 	if err := parse(f, rest); err != nil {
 		return err
@@ -246,7 +251,7 @@ func splitName(args []string) (string, []string) {
 func (c *cli) publish(args []string) error {
 	f := c.flags("publish")
 	rootFlag := f.String("root", "", "root directory")
-	pid := f.Int("pid", 0, "the subject's PID (required)")
+	pid := f.Int("pid", 0, "the subject's PID (without it, the record names only paths and sockets the owner owns)")
 	ownerPID := f.Int("owner-pid", 0, "the owner's PID (default: the caller's parent)")
 	label := f.String("label", "", "a label for reports")
 	kind := f.String("kind", "process", "process or tmux")
@@ -257,8 +262,14 @@ func (c *cli) publish(args []string) error {
 	if err := parse(f, args); err != nil {
 		return err
 	}
-	if *pid <= 0 || f.NArg() != 0 {
-		return usagef("publish needs --pid PID and no arguments")
+	if f.NArg() != 0 {
+		return usagef("publish takes no arguments")
+	}
+	if *pid <= 0 && len(sockets)+len(paths) == 0 {
+		return usagef("publish needs --pid PID, or --path/--socket for what the owner alone owns")
+	}
+	if *pid <= 0 && *kind != string(journal.KindProcess) {
+		return usagef("--kind %s needs --pid", *kind)
 	}
 	if *kind != string(journal.KindProcess) && *kind != string(journal.KindTmux) {
 		return usagef("--kind must be process or tmux, not %q", *kind)
@@ -268,16 +279,19 @@ func (c *cli) publish(args []string) error {
 		return err
 	}
 	defer r.Close()
-	subj, err := owner.Of(*pid)
-	if err != nil {
-		return fmt.Errorf("subject pid %d: %w", *pid, err)
-	}
 	oid, err := ownerIdentity(*ownerPID)
 	if err != nil {
 		return err
 	}
-	rec := &journal.Record{Kind: journal.Kind(*kind), Label: *label, Subject: &subj, Owner: oid, Phase: journal.PhaseLive}
-	if pg, err := owner.GroupOf(*pid); err == nil && pg == *pid && !*noGroup {
+	rec := &journal.Record{Kind: journal.KindPath, Label: *label, Owner: oid, Phase: journal.PhaseLive}
+	if *pid > 0 {
+		subj, err := owner.Of(*pid)
+		if err != nil {
+			return fmt.Errorf("subject pid %d: %w", *pid, err)
+		}
+		rec.Kind, rec.Subject = journal.Kind(*kind), &subj
+	}
+	if pg, err := owner.GroupOf(*pid); *pid > 0 && err == nil && pg == *pid && !*noGroup {
 		rec.PGID = *pid
 	}
 	for _, s := range sockets {
