@@ -88,7 +88,6 @@ func placeholder(fl *flag.Flag) (string, string) {
 	return name, usage
 }
 
-
 // flagOutput is a FlagSet's output. The flag package writes a parse error
 // there just before it calls Usage, and writes nothing before the Usage of
 // -h: so Usage prints the help only when no error came first (the error is
