@@ -165,7 +165,10 @@ func (r *Root) MarkClosing() error {
 		}
 		return fmt.Errorf("journal: mark closing: %w", err)
 	}
-	return errors.Join(f.Close(), r.syncDir())
+	// Who marked it, for status (and for a reopen, which waits for the
+	// marker's writer to be dead).
+	werr := writeMarker(f)
+	return errors.Join(werr, f.Close(), r.syncDir())
 }
 
 // Exclusive is the teardown lock of a root.

@@ -49,6 +49,7 @@ func Classify(root *journal.Root) (*Status, error) {
 	for _, ce := range scan.Corrupt {
 		st.Entries = append(st.Entries, Entry{Path: ce.Path, Verdict: Corrupt, Reason: ce.Reason})
 	}
+	SortEntries(st.Entries)
 	return st, nil
 }
 

@@ -149,6 +149,7 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 			break
 		}
 	}
+	sortActions(rep.Actions)
 	for _, a := range rep.Actions {
 		if a.Retained != "" {
 			rep.Retained++

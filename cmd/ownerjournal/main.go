@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ownerjournal/ownerjournal/journal"
@@ -44,7 +43,9 @@ const usage = `usage:
   ownerjournal run [--root DIR] [--label L] [--grace D] [--cgroup auto|require|off] -- CMD [ARG...]
   ownerjournal publish [--root DIR] [--pid PID] [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
   ownerjournal retire [--root DIR] ID
-  ownerjournal status [--root DIR] [--json]
+  ownerjournal status [--root DIR] [--json | --tree]
+  ownerjournal reopen [--root DIR]
+  ownerjournal forget [--root DIR] FILE
   ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json]
 
 The root is --root DIR, else $OWNERJOURNAL_ROOT.
@@ -85,6 +86,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		"status":  c.status,
 		"recover": c.recover,
 		"session": c.session,
+		"reopen":  c.reopen,
+		"forget":  c.forget,
 	}
 	fn, ok := cmds[args[0]]
 	if !ok {
@@ -311,7 +314,7 @@ func (c *cli) publish(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.Publish(ctx, rec); err != nil {
-		return err
+		return closingHint(r, err)
 	}
 	fmt.Fprintln(c.stdout, rec.ID)
 	return nil
@@ -354,134 +357,6 @@ func (c *cli) retire(args []string) error {
 	}
 	defer r.Close()
 	return r.Retire(id)
-}
-
-// statusEntry is one record in `status --json`.
-type statusEntry struct {
-	ID       string          `json:"id,omitempty"`
-	Path     string          `json:"path"`
-	Kind     string          `json:"kind,omitempty"`
-	Label    string          `json:"label,omitempty"`
-	Phase    string          `json:"phase,omitempty"`
-	Verdict  recover.Verdict `json:"verdict"`
-	Reason   string          `json:"reason"`
-	Subject  *owner.Identity `json:"subject,omitempty"`
-	Owner    *owner.Identity `json:"owner,omitempty"`
-	PGID     int             `json:"pgid,omitempty"`
-	Sockets  []string        `json:"sockets,omitempty"`
-	Paths    []string        `json:"paths,omitempty"`
-	Cgroup   string          `json:"cgroup,omitempty"`
-	Note     string          `json:"note,omitempty"`
-	Retained bool            `json:"retained"`
-}
-
-type statusDoc struct {
-	Root     string        `json:"root"`
-	Records  []statusEntry `json:"records"`
-	Temps    []string      `json:"temps,omitempty"`
-	Leases   []int         `json:"lease_pids,omitempty"`
-	Extra    []string      `json:"unrecorded,omitempty"`
-	Retained int           `json:"retained"`
-}
-
-func (c *cli) status(args []string) error {
-	f := c.flags("status")
-	rootFlag := f.String("root", "", "root directory")
-	asJSON := f.Bool("json", false, "print one JSON document")
-	if err := parse(f, args); err != nil {
-		return err
-	}
-	if f.NArg() != 0 {
-		return usagef("status takes no arguments")
-	}
-	r, err := openRoot(*rootFlag)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	st, err := recover.Classify(r)
-	if err != nil {
-		return err
-	}
-	doc := statusDoc{Root: r.Path(), Records: []statusEntry{}}
-	for _, e := range st.Entries {
-		se := statusEntry{Path: e.Path, Verdict: e.Verdict, Reason: e.Reason}
-		if rec := e.Record; rec != nil {
-			o := rec.Owner
-			se.ID, se.Kind, se.Label, se.Phase = rec.ID, string(rec.Kind), rec.Label, string(rec.Phase)
-			se.Subject, se.Owner, se.PGID, se.Sockets, se.Paths, se.Cgroup, se.Note = rec.Subject, &o, rec.PGID, rec.Sockets, rec.Paths, rec.Cgroup, rec.Note
-		}
-		if e.Verdict == recover.Unknown || e.Verdict == recover.Corrupt {
-			se.Retained = true
-			doc.Retained++
-		}
-		doc.Records = append(doc.Records, se)
-	}
-	for _, t := range st.Scan.Temps {
-		doc.Temps = append(doc.Temps, t.Name)
-	}
-	for _, l := range st.Scan.Leases {
-		doc.Leases = append(doc.Leases, l.Participant.PID)
-	}
-	// Entries that a record names are accounted for; only the rest is
-	// unrecorded.
-	named := map[string]bool{}
-	for _, rec := range st.Scan.Records {
-		for _, p := range append(append([]string(nil), rec.Sockets...), rec.Paths...) {
-			top, _, _ := strings.Cut(p, "/")
-			named[top] = true
-		}
-	}
-	for _, x := range st.Scan.Extra {
-		if !named[x] {
-			doc.Extra = append(doc.Extra, x)
-		}
-	}
-	if *asJSON {
-		if err := writeJSON(c.stdout, doc); err != nil {
-			return err
-		}
-	} else {
-		c.printStatus(doc)
-	}
-	if doc.Retained > 0 {
-		return &exitError{exitRetained}
-	}
-	return nil
-}
-
-func (c *cli) printStatus(doc statusDoc) {
-	fmt.Fprintf(c.stdout, "root %s: %d record(s)\n", doc.Root, len(doc.Records))
-	if len(doc.Records) > 0 {
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERDICT\tKIND\tSUBJECT\tLABEL\tID\tWHY")
-		for _, e := range doc.Records {
-			subj := "-"
-			if e.Subject != nil {
-				subj = fmt.Sprint(e.Subject.PID)
-			}
-			id := e.ID
-			if id == "" {
-				id = e.Path
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), subj, orDash(e.Label), id, e.Reason)
-		}
-		tw.Flush()
-	}
-	for _, e := range doc.Records {
-		switch {
-		case e.Cgroup != "":
-			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", e.ID, e.Cgroup)
-		case e.Note != "":
-			fmt.Fprintf(c.stdout, "%s: %s\n", e.ID, e.Note)
-		}
-	}
-	for _, t := range doc.Temps {
-		fmt.Fprintf(c.stdout, "temp file: %s\n", t)
-	}
-	for _, x := range doc.Extra {
-		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", x)
-	}
 }
 
 func orDash(s string) string {
@@ -555,7 +430,7 @@ func (c *cli) recover(args []string) error {
 
 func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 	if asJSON {
-		return writeJSON(c.stdout, rep)
+		return writeJSON(c.stdout, newReportDoc(rep))
 	}
 	counts := map[recover.Verdict]int{}
 	for _, a := range rep.Actions {
@@ -572,15 +447,15 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(c.stdout, "problem: %s\n", p)
 	}
-	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %d retained; ",
-		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], rep.Retained)
+	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %s; ",
+		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], retainedSummary(rep))
 	switch {
 	case rep.DryRun:
 		fmt.Fprintln(c.stdout, "dry run, nothing changed")
 	case rep.RootRemoved:
 		fmt.Fprintln(c.stdout, "root removed")
 	default:
-		fmt.Fprintf(c.stdout, "root kept: %s\n", rep.RootKept)
+		fmt.Fprintf(c.stdout, "root kept: %s\n", rootKeptText(rep.RootKept))
 	}
 	return nil
 }
