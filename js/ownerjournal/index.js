@@ -470,17 +470,21 @@ function spawnOwned(command, args = [], { label, log, grace, env } = {}) {
 }
 
 /**
- * waitReady resolves with the parsed JSON of file once it exists (it must
- * be published atomically: written elsewhere, then renamed). It waits on
- * inotify (fs.watch) of the file's directory, not by polling, and rejects
- * as soon as child exits first. The timeout is a safety net against a
- * hang; nothing waits for it to pass.
+ * waitReady resolves with the parsed JSON of file once it holds a complete
+ * ready document: a JSON object with a string "addr". A server may write
+ * the file in several steps (the recommended way is atomic: write a temp
+ * file in the same directory, then rename it over F); waitReady re-reads it
+ * on every change until it parses. It waits on inotify (fs.watch) of the
+ * file's directory, not by polling, and rejects as soon as child exits
+ * first. The timeout is a safety net against a hang; nothing waits for it
+ * to pass. Its error names the file and the last content read.
  */
 function waitReady(file, child, timeout) {
   return new Promise((resolve, reject) => {
     let done = false;
     let watcher = null;
     let timer = null;
+    let last = null; // the last content read, when it did not parse
     const finish = (err, value) => {
       if (done) return;
       done = true;
@@ -490,6 +494,7 @@ function waitReady(file, child, timeout) {
       if (err) reject(err);
       else resolve(value);
     };
+    const lastContent = () => (last === null ? '' : `; last content: ${JSON.stringify(last)}`);
     const check = () => {
       let text;
       try {
@@ -499,17 +504,25 @@ function waitReady(file, child, timeout) {
         return false;
       }
       const v = parseJSON(text);
-      if (v === null) finish(new OwnerJournalError(`ownerjournal: ready file ${file} is not JSON: ${JSON.stringify(text)}`));
-      else finish(null, v);
+      if (v === null || typeof v !== 'object' || Array.isArray(v) || typeof v.addr !== 'string') {
+        last = text; // incomplete: a later change completes it
+        return false;
+      }
+      finish(null, v);
       return true;
     };
     const onExit = (code, signal) => {
-      if (!check()) finish(new OwnerJournalError(`ownerjournal: server exited (${signal || `code ${code}`}) before it wrote ${file}`));
+      if (!check()) finish(new OwnerJournalError(`ownerjournal: server exited (${signal || `code ${code}`}) before it wrote a complete ready file ${file}${lastContent()}`));
     };
     child.on('exit', onExit);
     watcher = fs.watch(path.dirname(file), check);
     watcher.on('error', finish);
-    timer = setTimeout(() => finish(new OwnerJournalError(`ownerjournal: no ready file ${file} after ${timeout} ms`)), timeout);
+    timer = setTimeout(() => {
+      if (check()) return;
+      finish(new OwnerJournalError(last === null
+        ? `ownerjournal: no ready file ${file} after ${timeout} ms`
+        : `ownerjournal: ready file ${file} is not complete JSON after ${timeout} ms${lastContent()}`));
+    }, timeout);
     check();
   });
 }
