@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node demo reliability bench
+.PHONY: all build test vet fuzz prereqs tmux node demo demo-tools reliability bench
 all: build
 
 # CGO_ENABLED=0: a static binary starts about a millisecond faster (the net
@@ -40,8 +40,16 @@ node:
 
 prereqs: tmux node
 
+# jq and curl are what the demo script drives the e2e server with: install
+# them like tmux when missing, or fail saying which one and why.
+demo-tools:
+	@for t in jq curl; do command -v $$t >/dev/null 2>&1 && continue; \
+	  echo "$$t not found: installing it with apt-get (make demo reads the server's JSON with jq and calls it with curl)" >&2; \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$t >/dev/null; } \
+	  || { echo "error: $$t is required by make demo and could not be installed; install $$t and retry" >&2; exit 1; }; done
+
 # The crash-and-recover story on the default root.
-demo: tmux build
+demo: tmux demo-tools build
 	BIN=$(BIN) bash testdata/demo.sh
 
 test: prereqs vet
