@@ -161,7 +161,7 @@ func (r *Root) ReadCorrupt(name string) (*CorruptFile, error) {
 		defer f.Close()
 		ffi, err := f.Stat()
 		if err != nil || !os.SameFile(ffi, fi) {
-			return nil, errs.Wrapf(ErrBadName, "journal: %s changed while being read", path)
+			return nil, errs.Quietf(ErrBadName, "journal: %s changed while being read", path)
 		}
 		if cf.Text, err = io.ReadAll(io.LimitReader(f, MaxRecordSize)); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
@@ -179,7 +179,7 @@ func (r *Root) RemoveCorrupt(cf *CorruptFile) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	if !os.SameFile(fi, cf.info) {
-		return errs.Wrapf(ErrBadName, "journal: %s changed since it was read", cf.Path)
+		return errs.Quietf(ErrBadName, "journal: %s changed since it was read", cf.Path)
 	}
 	if fi.IsDir() {
 		return errs.Quietf(ErrBadName, "journal: %s is a directory: look inside and remove it yourself", cf.Path)

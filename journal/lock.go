@@ -43,7 +43,7 @@ func (r *Root) checkLockFile(fl *flock.Flock, name string) error {
 	}
 	want, err := r.dir.Lstat(name)
 	if err != nil || !os.SameFile(got, want) || !r.linked() {
-		return fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+		return errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
 	}
 	if st, ok := got.Sys().(*syscall.Stat_t); !got.Mode().IsRegular() || !ok || int(st.Uid) != geteuid() {
 		return &UnsafeError{fl.Path(), "lock file is not a regular file of ours"}
@@ -73,7 +73,7 @@ func (r *Root) Admit(ctx context.Context) (*Admission, error) {
 	// refuse at once rather than wait for a lock that ends in refusal.
 	if closing, err := r.closing(); err != nil || closing {
 		if err == nil {
-			err = fmt.Errorf("journal: %s: %w", r.path, ErrClosing)
+			err = errs.Wrapf(ErrClosing, "journal: %s", r.path)
 		}
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (r *Root) Admit(ctx context.Context) (*Admission, error) {
 				err = ctx.Err()
 			}
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+				return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
 			}
 			return nil, fmt.Errorf("journal: admission to %s: %w", r.path, err)
 		}
@@ -100,7 +100,7 @@ func (r *Root) Admit(ctx context.Context) (*Admission, error) {
 	}
 	closing, err := r.closing()
 	if err == nil && closing {
-		err = fmt.Errorf("journal: %s: %w", r.path, ErrClosing)
+		err = errs.Wrapf(ErrClosing, "journal: %s", r.path)
 	}
 	if err != nil {
 		if r.sharedN == 0 {
@@ -196,7 +196,7 @@ func (r *Root) LockExclusive(ctx context.Context) (*Exclusive, error) {
 			err = ctx.Err()
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+			return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
 		}
 		return nil, fmt.Errorf("journal: exclusive lock on %s: %w", r.path, err)
 	}
@@ -221,7 +221,7 @@ func (r *Root) TryLockExclusive() (*Exclusive, error) {
 	if err != nil || !ok {
 		fl.Close()
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+			return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
 		}
 		return nil, err
 	}

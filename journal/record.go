@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -210,14 +211,14 @@ func validCgroup(p string) bool {
 // Encode returns the record's JSON form after validating it.
 func (rec *Record) Encode() ([]byte, error) {
 	if err := rec.Validate(); err != nil {
-		return nil, fmt.Errorf("journal: record %s: %w: %w", rec.ID, err, ErrBadName)
+		return nil, errs.Quietf(ErrBadName, "journal: invalid record %s: %v", rec.ID, err)
 	}
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("journal: encode record: %w", err)
 	}
 	if len(b) > MaxRecordSize {
-		return nil, fmt.Errorf("journal: record %s is %d bytes, over %d: %w", rec.ID, len(b), MaxRecordSize, ErrBadName)
+		return nil, errs.Quietf(ErrBadName, "journal: record %s is %d bytes, over the %d-byte limit", rec.ID, len(b), MaxRecordSize)
 	}
 	return append(b, '\n'), nil
 }

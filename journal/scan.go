@@ -21,6 +21,7 @@ import (
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -111,11 +112,11 @@ func (r *Root) syncDir() error {
 // (recovery verifies the subject dead and retires it again).
 func (r *Root) Retire(id string) error {
 	if !ValidID(id) {
-		return fmt.Errorf("journal: record id %q: %w", id, ErrBadName)
+		return errs.Wrapf(ErrBadName, "journal: record id %q", id)
 	}
 	if err := r.records.Remove(id + ".json"); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("journal: record %s: %w", id, ErrNotFound)
+			return errs.Wrapf(ErrNotFound, "journal: record %s", id)
 		}
 		return fmt.Errorf("journal: retire %s: %w", id, err)
 	}
@@ -346,7 +347,7 @@ func openNoFollow(d *os.File, name string) (*os.File, error) {
 // verified that its writer is dead. ENOENT is progress.
 func (r *Root) RemoveTemp(t TempFile) error {
 	if !tempRE.MatchString(t.Name) {
-		return fmt.Errorf("journal: temp file %q: %w", t.Name, ErrBadName)
+		return errs.Wrapf(ErrBadName, "journal: temp file %q", t.Name)
 	}
 	if err := r.records.Remove(t.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("journal: %w", err)
@@ -396,7 +397,7 @@ func (x *Exclusive) RemoveRoot() error {
 		left = append(left, "unrecorded entry "+e)
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("journal: keeping %s: %s: %w", r.path, strings.Join(left, ", "), ErrInUse)
+		return errs.Wrapf(ErrInUse, "journal: keeping %s: %s", r.path, strings.Join(left, ", "))
 	}
 	parent, err := os.OpenRoot(filepath.Dir(r.path))
 	if err != nil {

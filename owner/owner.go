@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 )
 
 // Sentinel errors. Callers branch on them with [errors.Is].
@@ -91,7 +93,7 @@ func Self() (Identity, error) { return Of(os.Getpid()) }
 // included) and [ErrUnverifiable] if it cannot be read.
 func Of(pid int) (Identity, error) {
 	if pid <= 0 {
-		return Identity{}, fmt.Errorf("owner: invalid pid %d: %w", pid, ErrGone)
+		return Identity{}, errs.Wrapf(ErrGone, "owner: invalid pid %d", pid)
 	}
 	boot, err := bootID()
 	if err != nil {
@@ -106,7 +108,7 @@ func Of(pid int) (Identity, error) {
 		return Identity{}, err
 	}
 	if info.zombie {
-		return Identity{}, fmt.Errorf("owner: pid %d is a zombie: %w", pid, ErrGone)
+		return Identity{}, errs.Wrapf(ErrGone, "owner: pid %d is a zombie", pid)
 	}
 	return Identity{PID: pid, StartTime: info.startTime, BootID: boot, UID: info.uid, Host: host}, nil
 }
@@ -164,9 +166,9 @@ func verify(id Identity) (procInfo, error) {
 	case Alive:
 		return info, nil
 	case Dead:
-		return info, fmt.Errorf("owner: %s: %w", v.Reason, ErrGone)
+		return info, errs.Wrapf(ErrGone, "owner: %s", v.Reason)
 	default:
-		return info, fmt.Errorf("owner: %s: %w", v.Reason, ErrUnverifiable)
+		return info, errs.Wrapf(ErrUnverifiable, "owner: %s", v.Reason)
 	}
 }
 
@@ -175,7 +177,7 @@ func verify(id Identity) (procInfo, error) {
 func refuseSelfOrAncestor(pid int) error {
 	for p, hops := os.Getpid(), 0; p > 0 && hops < 4096; hops++ {
 		if p == pid {
-			return fmt.Errorf("owner: pid %d: %w", pid, ErrRefused)
+			return errs.Wrapf(ErrRefused, "owner: pid %d", pid)
 		}
 		info, err := readProc(p)
 		if err != nil {
@@ -204,7 +206,7 @@ type Process struct {
 // verified, and [ErrRefused] for the caller and its ancestors.
 func Open(id Identity) (*Process, error) {
 	if id.PID <= 0 {
-		return nil, fmt.Errorf("owner: invalid pid %d: %w", id.PID, ErrGone)
+		return nil, errs.Wrapf(ErrGone, "owner: invalid pid %d", id.PID)
 	}
 	if err := refuseSelfOrAncestor(id.PID); err != nil {
 		return nil, err
@@ -234,7 +236,7 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.h.signal(p.id, sig
 // group is refused with [ErrRefused]: signalling it would signal the caller.
 func (p *Process) SignalGroup(sig syscall.Signal) error {
 	if p.id.PID == getpgrp() {
-		return fmt.Errorf("owner: process group %d is the caller's own: %w", p.id.PID, ErrRefused)
+		return errs.Wrapf(ErrRefused, "owner: process group %d is the caller's own", p.id.PID)
 	}
 	return p.h.signal(p.id, sig, true)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 )
 
 var bootIDOnce = sync.OnceValues(func() (string, error) {
@@ -29,12 +31,12 @@ func readProc(pid int) (procInfo, error) {
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
-			return procInfo{}, fmt.Errorf("owner: pid %d: %w", pid, ErrGone)
+			return procInfo{}, errs.Wrapf(ErrGone, "owner: pid %d", pid)
 		}
 		return procInfo{}, fmt.Errorf("owner: pid %d: %w: %w", pid, err, ErrUnverifiable)
 	}
 	if int(kp.Proc.P_pid) != pid {
-		return procInfo{}, fmt.Errorf("owner: pid %d: %w", pid, ErrGone)
+		return procInfo{}, errs.Wrapf(ErrGone, "owner: pid %d", pid)
 	}
 	st := kp.Proc.P_starttime
 	return procInfo{
@@ -70,7 +72,7 @@ func (h handle) signal(id Identity, sig syscall.Signal, group bool) error {
 	}
 	if err := unix.Kill(target, sig); err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("owner: signal %v to %v: %w", sig, id, ErrGone)
+			return errs.Wrapf(ErrGone, "owner: signal %v to %v", sig, id)
 		}
 		return fmt.Errorf("owner: signal %v to %v: %w", sig, id, os.NewSyscallError("kill", err))
 	}

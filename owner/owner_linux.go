@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 )
 
 // procRoot is where procfs is mounted; a test seam.
@@ -80,7 +82,7 @@ func readProc(pid int) (procInfo, error) {
 // else cannot be verified.
 func procErr(pid int, err error) error {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("owner: pid %d: %w", pid, ErrGone)
+		return errs.Wrapf(ErrGone, "owner: pid %d", pid)
 	}
 	return fmt.Errorf("owner: pid %d: %w: %w", pid, err, ErrUnverifiable)
 }
@@ -95,7 +97,7 @@ func openHandle(id Identity) (handle, error) {
 	fd, err := unix.PidfdOpen(id.PID, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return handle{}, fmt.Errorf("owner: pid %d not running: %w", id.PID, ErrGone)
+			return handle{}, errs.Wrapf(ErrGone, "owner: pid %d not running", id.PID)
 		}
 		if errors.Is(err, unix.ENOSYS) {
 			return handle{}, fmt.Errorf("owner: pidfd_open: %w", errors.ErrUnsupported)
@@ -113,7 +115,7 @@ func openHandle(id Identity) (handle, error) {
 	// process was still alive when it was read; it is if it is alive now.
 	if h.exited() {
 		h.close()
-		return handle{}, fmt.Errorf("owner: pid %d exited: %w", id.PID, ErrGone)
+		return handle{}, errs.Wrapf(ErrGone, "owner: pid %d exited", id.PID)
 	}
 	return h, nil
 }
@@ -142,7 +144,7 @@ func (h handle) signal(id Identity, sig syscall.Signal, group bool) error {
 	case serr == nil:
 		return nil
 	case errors.Is(serr, unix.ESRCH):
-		return fmt.Errorf("owner: signal %v to %v: %w", sig, id, ErrGone)
+		return errs.Wrapf(ErrGone, "owner: signal %v to %v", sig, id)
 	default:
 		return fmt.Errorf("owner: signal %v to %v: %w", sig, id, os.NewSyscallError("pidfd_send_signal", serr))
 	}

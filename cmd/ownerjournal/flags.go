@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ownerjournal/ownerjournal/owner"
 )
 
 // Go's flag package reports parse errors in its own words, single-dash, and
@@ -101,4 +104,13 @@ func (o *flagOutput) usage(w io.Writer, name string, f *flag.FlagSet) {
 		printHelp(w, name, f)
 	}
 	o.failed = false
+}
+
+// processError says that the process a flag named cannot be used, without
+// repeating the pid the owner package's error already names.
+func processError(role string, pid int, err error) error {
+	if errors.Is(err, owner.ErrGone) {
+		return fmt.Errorf("the %s, pid %d, is not running", role, pid)
+	}
+	return fmt.Errorf("the %s: %w", role, err)
 }

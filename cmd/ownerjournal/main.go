@@ -171,7 +171,7 @@ func ownerIdentity(pid int) (owner.Identity, error) {
 	}
 	id, err := owner.Of(pid)
 	if err != nil {
-		return owner.Identity{}, fmt.Errorf("owner pid %d: %w", pid, err)
+		return owner.Identity{}, processError("owner", pid, err)
 	}
 	return id, nil
 }
@@ -290,7 +290,7 @@ func (c *cli) publish(args []string) error {
 	if *pid > 0 {
 		subj, err := owner.Of(*pid)
 		if err != nil {
-			return fmt.Errorf("subject pid %d: %w", *pid, err)
+			return processError("subject", *pid, err)
 		}
 		rec.Kind, rec.Subject = journal.Kind(*kind), &subj
 	}
