@@ -30,7 +30,7 @@ type statusEntry struct {
 	Subject        *owner.Identity `json:"subject,omitempty"`
 	SubjectAlive   bool            `json:"subject_alive"`
 	SubjectCommand string          `json:"subject_command,omitempty"`
-	SubjectAge     float64         `json:"subject_age_s,omitempty"`
+	SubjectAge     *float64        `json:"subject_age_s,omitempty"`
 	Owner          *owner.Identity `json:"owner,omitempty"`
 	OwnerCommand   string          `json:"owner_command,omitempty"`
 	PGID           int             `json:"pgid,omitempty"`
@@ -139,7 +139,8 @@ func statusOf(r *journal.Root) (*statusDoc, error) {
 			if rec.Subject != nil && e.SubjectAlive {
 				se.SubjectCommand = commandOf(*rec.Subject)
 				if age, ok := procAge(*rec.Subject); ok {
-					se.SubjectAge = age.Round(time.Second).Seconds()
+					secs := age.Round(time.Second).Seconds()
+					se.SubjectAge = &secs
 				}
 			}
 			if e.Verdict == recover.InUse {
@@ -255,10 +256,10 @@ func (e *statusEntry) subjectCol() string {
 }
 
 func (e *statusEntry) ageCol() string {
-	if e.SubjectAge == 0 && e.SubjectCommand == "" {
+	if e.SubjectAge == nil {
 		return "-"
 	}
-	return ago(time.Duration(e.SubjectAge) * time.Second)
+	return ago(time.Duration(*e.SubjectAge) * time.Second)
 }
 
 func (e *statusEntry) ownerCol() string {
