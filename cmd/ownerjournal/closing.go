@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -34,6 +35,24 @@ func closingHint(r *journal.Root, err error) error {
 		return fmt.Errorf("%s: wait for its teardown to end, then create a new root", msg)
 	}
 	return fmt.Errorf("%s: `ownerjournal reopen --root %s` reopens it (or `ownerjournal recover --root %s --all` finishes the teardown)", msg, r.Path(), r.Path())
+}
+
+// createError is closingHint for journal.Create of the root NAME, which
+// refuses an existing root that is closing.
+func createError(name string, err error) error {
+	if !errors.Is(err, journal.ErrClosing) {
+		return err
+	}
+	base, berr := journal.DefaultBase()
+	if berr != nil {
+		return err
+	}
+	r, oerr := journal.Open(filepath.Join(base, name))
+	if oerr != nil {
+		return err
+	}
+	defer r.Close()
+	return closingHint(r, err)
 }
 
 // reopen: ownerjournal reopen [--root DIR]

@@ -207,7 +207,7 @@ func (c *cli) root(args []string) error {
 	for attempt := 0; ; attempt++ {
 		r, err := journal.Create(name)
 		if err != nil {
-			return err
+			return createError(name, err)
 		}
 		if oid != nil {
 			err = ensureRootOwner(r, *oid)

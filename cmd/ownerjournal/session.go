@@ -87,7 +87,7 @@ func (c *cli) sessionRoot(name string) (string, error) {
 	}
 	r, err := journal.Create(name)
 	if err != nil {
-		return "", err
+		return "", createError(name, err)
 	}
 	defer r.Close()
 	if err := ensureRootOwner(r, self); err != nil {
