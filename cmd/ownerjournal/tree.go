@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ownerjournal/ownerjournal/owner"
+	"github.com/ownerjournal/ownerjournal/recover"
 )
 
 // treeNode is one line of `status --tree` and what hangs below it.
@@ -55,7 +56,16 @@ func (c *cli) printTree(doc *statusDoc) {
 			if parent = owners[*e.Owner]; parent == nil {
 				t := "owner pid " + strconv.Itoa(e.Owner.PID)
 				if e.OwnerCommand != "" {
-					t += " " + commandCol(e.OwnerCommand) + " (alive)"
+					t += " " + commandCol(e.OwnerCommand)
+				}
+				// The verdict says what became of the owner.
+				switch e.Verdict {
+				case recover.InUse:
+					t += " (alive)"
+				case recover.Orphan, recover.Stale:
+					t += " (dead)"
+				default:
+					t += " (cannot be verified)"
 				}
 				parent = top.add(t)
 				owners[*e.Owner] = parent
@@ -96,7 +106,7 @@ func (n *treeNode) addRecord(e statusEntry) {
 	}
 	t += "  " + e.ID
 	r := n.add(t)
-	if e.Verdict != "in-use" {
+	if e.Verdict != recover.InUse {
 		r.add("why: " + e.Reason)
 	}
 	if e.PGID != 0 {
