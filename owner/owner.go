@@ -113,7 +113,8 @@ func Of(pid int) (Identity, error) {
 
 // Check tells whether the process named by id is running. It never signals
 // and never returns Alive for a process whose start time, boot id, UID or
-// host differs from id.
+// host differs from id. An identity with a field missing ([Identity.Complete])
+// is Unknown, never Dead: a missing field proves nothing.
 func Check(id Identity) Verdict {
 	v, _ := check(id)
 	return v
@@ -121,8 +122,8 @@ func Check(id Identity) Verdict {
 
 // check returns the verdict and, when alive, what was read about the process.
 func check(id Identity) (Verdict, procInfo) {
-	if id.PID <= 0 {
-		return Verdict{Dead, fmt.Sprintf("invalid pid %d", id.PID)}, procInfo{}
+	if err := id.Complete(); err != nil {
+		return Verdict{Unknown, err.Error()}, procInfo{}
 	}
 	host, err := hostOnce()
 	if err != nil {
@@ -203,8 +204,8 @@ type Process struct {
 // not running (or the PID is reused), [ErrUnverifiable] if it cannot be
 // verified, and [ErrRefused] for the caller and its ancestors.
 func Open(id Identity) (*Process, error) {
-	if id.PID <= 0 {
-		return nil, fmt.Errorf("owner: invalid pid %d: %w", id.PID, ErrGone)
+	if err := id.Complete(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrUnverifiable)
 	}
 	if err := refuseSelfOrAncestor(id.PID); err != nil {
 		return nil, err
@@ -230,11 +231,17 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.h.signal(p.id, sig
 // uses PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+), which reaches the group even
 // after the leader has exited, as long as the handle was opened while the
 // leader lived. A handle on a process that does not lead a group gets an
-// error wrapping [ErrGone] from the kernel (ESRCH). The caller's own process
-// group is refused with [ErrRefused]: signalling it would signal the caller.
+// error wrapping [ErrGone] from the kernel (ESRCH). A group that holds the
+// caller or any of its ancestors is refused with [ErrRefused]: signalling it
+// would signal them. (Signal 0, a probe that delivers nothing, is not.)
 func (p *Process) SignalGroup(sig syscall.Signal) error {
 	if p.id.PID == getpgrp() {
 		return fmt.Errorf("owner: process group %d is the caller's own: %w", p.id.PID, ErrRefused)
+	}
+	if sig != 0 {
+		if err := refuseGroupOfAncestor(p.id.PID); err != nil {
+			return err
+		}
 	}
 	return p.h.signal(p.id, sig, true)
 }
