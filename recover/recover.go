@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
@@ -178,10 +179,12 @@ type run struct {
 	tempsDone bool // temp files are judged once, by the first pass
 }
 
+// logf writes one log line; every string argument is quoted when it holds
+// anything unsafe for a terminal (labels and reasons come from records).
 func (r *run) logf(format string, a ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(r.opts.Log, format+"\n", a...)
+	fmt.Fprintf(r.opts.Log, format+"\n", safetext.Args(a)...)
 }
 
 // pass classifies every record and acts on those the mode allows, all in

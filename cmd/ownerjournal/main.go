@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -102,12 +103,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "ownerjournal %s: %s\n%s", args[0], ue.msg, usage)
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n%s", args[0], safetext.Quote(ue.msg), usage)
 		return exitUsage
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "ownerjournal %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n", args[0], safetext.Quote(err.Error()))
 		return exitFail
 	}
 }
@@ -435,7 +436,7 @@ func (c *cli) status(args []string) error {
 }
 
 func (c *cli) printStatus(doc statusDoc) {
-	fmt.Fprintf(c.stdout, "root %s: %d record(s)\n", doc.Root, len(doc.Records))
+	fmt.Fprintf(c.stdout, "root %s: %d record(s)\n", safetext.Quote(doc.Root), len(doc.Records))
 	if len(doc.Records) > 0 {
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VERDICT\tKIND\tSUBJECT\tLABEL\tID\tWHY")
@@ -448,31 +449,32 @@ func (c *cli) printStatus(doc statusDoc) {
 			if id == "" {
 				id = e.Path
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), subj, orDash(e.Label), id, e.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), subj, orDash(e.Label), safetext.Quote(id), safetext.Quote(e.Reason))
 		}
 		tw.Flush()
 	}
 	for _, e := range doc.Records {
 		switch {
 		case e.Cgroup != "":
-			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", e.ID, e.Cgroup)
+			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", e.ID, safetext.Quote(e.Cgroup))
 		case e.Note != "":
-			fmt.Fprintf(c.stdout, "%s: %s\n", e.ID, e.Note)
+			fmt.Fprintf(c.stdout, "%s: %s\n", e.ID, safetext.Quote(e.Note))
 		}
 	}
 	for _, t := range doc.Temps {
-		fmt.Fprintf(c.stdout, "temp file: %s\n", t)
+		fmt.Fprintf(c.stdout, "temp file: %s\n", safetext.Quote(t))
 	}
 	for _, x := range doc.Extra {
-		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", x)
+		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", safetext.Quote(x))
 	}
 }
 
+// orDash is s for a human (quoted when unsafe, see safetext), or "-".
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safetext.Quote(s)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -550,21 +552,21 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 			if what == "" {
 				what = a.Path
 			}
-			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(what), a.Retained)
+			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(what), safetext.Quote(a.Retained))
 		}
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(c.stdout, "problem: %s\n", p)
+		fmt.Fprintf(c.stdout, "problem: %s\n", safetext.Quote(p))
 	}
 	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %d retained; ",
-		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], rep.Retained)
+		rep.Mode, safetext.Quote(rep.Root), counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], rep.Retained)
 	switch {
 	case rep.DryRun:
 		fmt.Fprintln(c.stdout, "dry run, nothing changed")
 	case rep.RootRemoved:
 		fmt.Fprintln(c.stdout, "root removed")
 	default:
-		fmt.Fprintf(c.stdout, "root kept: %s\n", rep.RootKept)
+		fmt.Fprintf(c.stdout, "root kept: %s\n", safetext.Quote(rep.RootKept))
 	}
 	return nil
 }
