@@ -83,3 +83,13 @@ func TestAncestors(t *testing.T) {
 	assert.Equal(t, os.Getppid(), pids[1])
 	assert.Equal(t, 1, pids[len(pids)-1], "the walk ends at init")
 }
+
+// TestGroupAliveRefusesGroupOne: pgid 1 (or less) is no group to probe:
+// kill(-1, 0) addresses every process the caller may signal.
+func TestGroupAliveRefusesGroupOne(t *testing.T) {
+	for _, pgid := range []int{1, 0, -1} {
+		alive, err := GroupAlive(pgid)
+		assert.ErrorIs(t, err, ErrUnverifiable, "pgid %d", pgid)
+		assert.False(t, alive)
+	}
+}

@@ -258,8 +258,15 @@ func (p *Process) Close() error { return p.h.close() }
 
 // GroupAlive reports whether any process that is not a zombie belongs to
 // process group pgid. It reads every process's state, so it is meant for
-// confirming that a group is empty, not for hot paths.
-func GroupAlive(pgid int) (bool, error) { return groupAlive(pgid) }
+// confirming that a group is empty, not for hot paths. A pgid below 2 is
+// no group that may be probed (kill(-1, 0) would address every process):
+// it returns an error wrapping [ErrUnverifiable].
+func GroupAlive(pgid int) (bool, error) {
+	if pgid <= 1 {
+		return false, fmt.Errorf("owner: process group %d cannot be probed: %w", pgid, ErrUnverifiable)
+	}
+	return groupAlive(pgid)
+}
 
 // GroupOf returns the process group id of pid.
 func GroupOf(pid int) (int, error) {
