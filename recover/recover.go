@@ -159,7 +159,7 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 			rep.Retained++
 		}
 	}
-	if why := overdue(ctx); why != "" {
+	if why := overdue(ctx); why != "" && rep.Retained > 0 {
 		rep.Problems = append(rep.Problems, why+"; what was not verified gone by then is retained")
 	}
 	if !opts.DryRun {
