@@ -48,6 +48,13 @@ func (id Identity) Complete() error {
 // (Unicode category Cc: C0, DEL and C1). Text that fails it is never
 // repaired: replacing an invalid byte with U+FFFD names another file.
 func CheckText(s string) error {
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		ascii = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if ascii {
+		return nil // the common case, without decoding runes
+	}
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && !validRuneAt(s, i):
