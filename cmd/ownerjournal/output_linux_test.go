@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,14 @@ func TestOutputIsSafe(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "records", hostileText+".json"), []byte("{}"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(root, hostileText), nil, 0o600))
 
-	stdout, stderr, code := oj(t, "status", "--root", root)
+	// A hostile label is refused at publish, and the refusal is safe too.
+	victim := sleeper(t, dir, "victim")
+	stdout, stderr, code := oj(t, "publish", "--root", root, "--pid", fmt.Sprint(victim.PID), "--label", hostileText)
+	assert.Equal(t, 1, code, "publish of a label with control characters: %s", stderr)
+	requireSafeOutput(t, "publish", stdout+stderr, 0)
+	assert.Contains(t, stderr, "control character")
+
+	stdout, stderr, code = oj(t, "status", "--root", root)
 	assert.Equal(t, 3, code)
 	requireSafeOutput(t, "status", stdout+stderr, 0)
 	assert.Contains(t, stdout, `unrecorded entry: "x\x1b[2J`)
