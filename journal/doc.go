@@ -24,6 +24,12 @@
 // most a temp file whose name carries the writer's identity. A record is
 // believed only after the file checks of [Root.Scan] and strict decoding;
 // anything else is reported as a [CorruptError] and never acted on.
+// Strict decoding includes what a record must prove: every identity in it is
+// complete ([owner.Identity.Complete]: a missing boot id or start time is
+// never read as "dead"), a pgid is the subject's PID and above 1, and every
+// string is valid UTF-8 without control characters. Invalid UTF-8 and lone
+// surrogate escapes are refused before encoding/json could turn them into
+// U+FFFD, which would name another file.
 //
 // Creation gate: resources are created inside an [Admission] (a shared lock
 // on the root's lock file). Teardown marks the root closing, then takes the

@@ -189,7 +189,10 @@ func (rec *Record) Validate() error {
 	if rec.Cgroup != "" && !validCgroup(rec.Cgroup) {
 		return bad("cgroup %q is not a cgroup v2 directory path", rec.Cgroup)
 	}
-	return nil
+	if err := rec.validateIdentities(); err != nil {
+		return err
+	}
+	return rec.validateText()
 }
 
 // reserved reports whether p is (inside) one of the journal's own entries.
@@ -254,6 +257,9 @@ func decodeStrict(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("trailing data after the record")
 	}
 	if err := checkMemberNames(b); err != nil {
+		return nil, err
+	}
+	if err := checkStrings(b); err != nil {
 		return nil, err
 	}
 	if err := rec.Validate(); err != nil {

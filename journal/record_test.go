@@ -102,6 +102,9 @@ func TestDecode(t *testing.T) {
 	setIn := func(obj, k string, v any) func(m map[string]any) {
 		return func(m map[string]any) { m[obj].(map[string]any)[k] = v }
 	}
+	delIn := func(obj, k string) func(m map[string]any) {
+		return func(m map[string]any) { delete(m[obj].(map[string]any), k) }
+	}
 	many := func(n int, s string) []string {
 		var out []string
 		for i := 0; i < n; i++ {
@@ -174,6 +177,36 @@ func TestDecode(t *testing.T) {
 		{name: "label too long", in: sampleJSON(t, set("label", strings.Repeat("l", 257))), reason: "label"},
 		{name: "too many sockets", in: sampleJSON(t, set("sockets", many(65, "s"))), reason: "too many"},
 		{name: "too many paths", in: sampleJSON(t, set("paths", many(257, "p"))), reason: "too many"},
+
+		// Identities that prove nothing are corrupt, named by field (issue 12).
+		{name: "owner start time 0", in: sampleJSON(t, setIn("owner", "start_time", 0)), reason: "owner identity: start_time is missing"},
+		{name: "owner without start time", in: sampleJSON(t, delIn("owner", "start_time")), reason: "owner identity: start_time is missing"},
+		{name: "owner empty boot id", in: sampleJSON(t, setIn("owner", "boot_id", "")), reason: "owner identity: boot_id is missing"},
+		{name: "owner without boot id", in: sampleJSON(t, delIn("owner", "boot_id")), reason: "owner identity: boot_id is missing"},
+		{name: "owner empty host", in: sampleJSON(t, setIn("owner", "host", "")), reason: "owner identity: host is missing"},
+		{name: "owner without pid", in: sampleJSON(t, delIn("owner", "pid")), reason: "owner pid 0"},
+		{name: "subject start time 0", in: sampleJSON(t, setIn("subject", "start_time", 0)), reason: "subject identity: start_time is missing"},
+		{name: "subject empty boot id", in: sampleJSON(t, setIn("subject", "boot_id", "")), reason: "subject identity: boot_id is missing"},
+		{name: "subject without host", in: sampleJSON(t, delIn("subject", "host")), reason: "subject identity: host is missing"},
+		{name: "subject pid negative", in: sampleJSON(t, setIn("subject", "pid", -7)), reason: "subject pid -7"},
+		{name: "pgid 1", in: sampleJSON(t, func(m map[string]any) { m["subject"].(map[string]any)["pid"] = 1; m["pgid"] = 1 }), reason: "pgid 1 is not a process group"},
+		{name: "pgid negative", in: sampleJSON(t, set("pgid", -4343)), reason: "pgid -4343"},
+		{name: "owner boot id with a newline", in: sampleJSON(t, setIn("owner", "boot_id", "b\n")), reason: "control character"},
+
+		// Text is valid UTF-8 without control characters, never repaired.
+		{name: "path with invalid UTF-8", in: bytes.Replace(valid, []byte(`"scratch"`), []byte("\"bad\xff\""), 1), reason: `paths: string "bad\xff": invalid UTF-8`},
+		{name: "label with invalid UTF-8", in: bytes.Replace(valid, []byte(`"e2e tmux"`), []byte("\"e2e\xfe\xff\""), 1), reason: "invalid UTF-8"},
+		{name: "boot id with invalid UTF-8", in: bytes.Replace(valid, []byte(`"boot_id":"`), []byte("\"boot_id\":\"\xc3"), 1), reason: "boot_id: string"},
+		{name: "path with a lone high surrogate", in: bytes.Replace(valid, []byte(`"scratch"`), []byte(`"bad\ud800x"`), 1), reason: "lone surrogate"},
+		{name: "socket with a lone low surrogate", in: bytes.Replace(valid, []byte(`"tmux-1"`), []byte(`"tmux-\udcff"`), 1), reason: "sockets: string"},
+		{name: "label with ESC", in: sampleJSON(t, set("label", "x\x1b[2Jy")), reason: `label "x\x1b[2Jy": control character U+001B`},
+		{name: "label with a newline", in: sampleJSON(t, set("label", "a\nrecover (all) x: root removed")), reason: "control character U+000A"},
+		{name: "note with DEL", in: sampleJSON(t, set("note", "a\x7f")), reason: "note"},
+		{name: "path with a C1 control", in: sampleJSON(t, set("paths", []string{"a\u0085b"})), reason: "path"},
+		{name: "socket with a tab", in: sampleJSON(t, set("sockets", []string{"a\tb"})), reason: "socket"},
+		{name: "cgroup with a carriage return", in: sampleJSON(t, set("cgroup", "/sys/fs/cgroup/a\rb")), reason: "cgroup"},
+		{name: "path named with a real U+FFFD", in: sampleJSON(t, set("paths", []string{"bad\uFFFD"}))},
+		{name: "label with a surrogate pair", in: bytes.Replace(valid, []byte(`"e2e tmux"`), []byte(`"smile \ud83d\ude00"`), 1)},
 
 		// Sockets and paths stay inside the root and off the journal's own entries.
 		{name: "absolute socket", in: sampleJSON(t, set("sockets", []string{"/tmp/tmux-0/default"})), reason: "not inside the root"},

@@ -21,7 +21,12 @@
 //
 // A zombie is dead: it runs no code and holds no resources but its PID. A
 // record from an earlier boot is dead by definition. Another host, a denied
-// permission or an unreadable entry is unknown, never dead.
+// permission, an unreadable entry or an identity with a field missing
+// ([Identity.Complete]) is unknown, never dead.
+//
+// Signals never reach the caller's lineage: [Open] refuses the caller and its
+// ancestors, and [Process.SignalGroup] refuses a group that holds any of them
+// ([ErrRefused]).
 //
 // All functions are safe for concurrent use.
 package owner

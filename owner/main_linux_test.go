@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	testroot.Main(m, map[string]func() int{
-		"signal-own-group": childSignalOwnGroup,
-		"check-fixture":    childCheckFixture,
+		"signal-own-group":       childSignalOwnGroup,
+		"signal-ancestors-group": childSignalAncestorsGroup,
+		"check-fixture":          childCheckFixture,
 	})
 }
 

@@ -115,7 +115,8 @@ func Of(pid int) (Identity, error) {
 
 // Check tells whether the process named by id is running. It never signals
 // and never returns Alive for a process whose start time, boot id, UID or
-// host differs from id.
+// host differs from id. An identity with a field missing ([Identity.Complete])
+// is Unknown, never Dead: a missing field proves nothing.
 func Check(id Identity) Verdict {
 	v, _ := check(id)
 	return v
@@ -123,8 +124,8 @@ func Check(id Identity) Verdict {
 
 // check returns the verdict and, when alive, what was read about the process.
 func check(id Identity) (Verdict, procInfo) {
-	if id.PID <= 0 {
-		return Verdict{Dead, fmt.Sprintf("invalid pid %d", id.PID)}, procInfo{}
+	if err := id.Complete(); err != nil {
+		return Verdict{Unknown, err.Error()}, procInfo{}
 	}
 	host, err := hostOnce()
 	if err != nil {
@@ -205,8 +206,8 @@ type Process struct {
 // not running (or the PID is reused), [ErrUnverifiable] if it cannot be
 // verified, and [ErrRefused] for the caller and its ancestors.
 func Open(id Identity) (*Process, error) {
-	if id.PID <= 0 {
-		return nil, errs.Wrapf(ErrGone, "owner: invalid pid %d", id.PID)
+	if err := id.Complete(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrUnverifiable)
 	}
 	if err := refuseSelfOrAncestor(id.PID); err != nil {
 		return nil, err
@@ -232,11 +233,17 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.h.signal(p.id, sig
 // uses PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+), which reaches the group even
 // after the leader has exited, as long as the handle was opened while the
 // leader lived. A handle on a process that does not lead a group gets an
-// error wrapping [ErrGone] from the kernel (ESRCH). The caller's own process
-// group is refused with [ErrRefused]: signalling it would signal the caller.
+// error wrapping [ErrGone] from the kernel (ESRCH). A group that holds the
+// caller or any of its ancestors is refused with [ErrRefused]: signalling it
+// would signal them. (Signal 0, a probe that delivers nothing, is not.)
 func (p *Process) SignalGroup(sig syscall.Signal) error {
 	if p.id.PID == getpgrp() {
 		return errs.Wrapf(ErrRefused, "owner: process group %d is the caller's own", p.id.PID)
+	}
+	if sig != 0 {
+		if err := refuseGroupOfAncestor(p.id.PID); err != nil {
+			return err
+		}
 	}
 	return p.h.signal(p.id, sig, true)
 }
@@ -253,8 +260,15 @@ func (p *Process) Close() error { return p.h.close() }
 
 // GroupAlive reports whether any process that is not a zombie belongs to
 // process group pgid. It reads every process's state, so it is meant for
-// confirming that a group is empty, not for hot paths.
-func GroupAlive(pgid int) (bool, error) { return groupAlive(pgid) }
+// confirming that a group is empty, not for hot paths. A pgid below 2 is
+// no group that may be probed (kill(-1, 0) would address every process):
+// it returns an error wrapping [ErrUnverifiable].
+func GroupAlive(pgid int) (bool, error) {
+	if pgid <= 1 {
+		return false, fmt.Errorf("owner: process group %d cannot be probed: %w", pgid, ErrUnverifiable)
+	}
+	return groupAlive(pgid)
+}
 
 // GroupOf returns the process group id of pid.
 func GroupOf(pid int) (int, error) {

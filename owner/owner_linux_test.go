@@ -225,14 +225,17 @@ func TestCheckAndOpenForged(t *testing.T) {
 		{name: "real", forge: func(*Identity) {}, state: Alive, reason: "running"},
 		{name: "later start time", forge: func(id *Identity) { id.StartTime++ }, state: Dead, reason: "reused", openErr: ErrGone},
 		{name: "earlier start time", forge: func(id *Identity) { id.StartTime-- }, state: Dead, reason: "reused", openErr: ErrGone},
-		{name: "zero start time", forge: func(id *Identity) { id.StartTime = 0 }, state: Dead, reason: "reused", openErr: ErrGone},
+		// A missing field proves nothing: never "dead" (issue 12).
+		{name: "zero start time", forge: func(id *Identity) { id.StartTime = 0 }, state: Unknown, reason: "start_time is missing", openErr: ErrUnverifiable},
 		{name: "other boot id", forge: func(id *Identity) { id.BootID = "00000000-0000-0000-0000-000000000000" }, state: Dead, reason: "earlier boot", openErr: ErrGone},
-		{name: "empty boot id", forge: func(id *Identity) { id.BootID = "" }, state: Dead, reason: "earlier boot", openErr: ErrGone},
+		{name: "empty boot id", forge: func(id *Identity) { id.BootID = "" }, state: Unknown, reason: "boot_id is missing", openErr: ErrUnverifiable},
+		{name: "empty host", forge: func(id *Identity) { id.Host = "" }, state: Unknown, reason: "host is missing", openErr: ErrUnverifiable},
+		{name: "boot id with a control character", forge: func(id *Identity) { id.BootID += "\n" }, state: Unknown, reason: "control character", openErr: ErrUnverifiable},
 		{name: "other uid", forge: func(id *Identity) { id.UID = 4321 }, state: Unknown, reason: "runs as uid 0, recorded 4321", openErr: ErrUnverifiable},
 		{name: "other host", forge: func(id *Identity) { id.Host += ".elsewhere" }, state: Unknown, reason: "recorded on host", openErr: ErrUnverifiable},
 		{name: "other host and boot", forge: func(id *Identity) { id.Host, id.BootID = "elsewhere", "x" }, state: Unknown, reason: "recorded on host", openErr: ErrUnverifiable},
-		{name: "pid 0", forge: func(id *Identity) { id.PID = 0 }, state: Dead, reason: "invalid pid", openErr: ErrGone},
-		{name: "negative pid", forge: func(id *Identity) { id.PID = -id.PID }, state: Dead, reason: "invalid pid", openErr: ErrGone},
+		{name: "pid 0", forge: func(id *Identity) { id.PID = 0 }, state: Unknown, reason: "pid 0 is not positive", openErr: ErrUnverifiable},
+		{name: "negative pid", forge: func(id *Identity) { id.PID = -id.PID }, state: Unknown, reason: "is not positive", openErr: ErrUnverifiable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,13 @@
 //     progress.
 //   - The root is removed last, under the exclusive lock, after a final
 //     rescan finds nothing left; anything ambiguous keeps the root.
+//   - A recovery is bounded by [Options.Deadline]: Wait (with All) + 4 ×
+//     Grace + 10 s. Past it nothing new starts and pending waits end; what
+//     is not verified gone is retained with the reason "deadline exceeded
+//     after D". A step in flight at the deadline that does not take a
+//     context (a socket probe, bounded by its own timeout) finishes first.
+//     Signals to the recoverer never extend the deadline ([Guard] keeps
+//     them from cutting a cleanup short).
 //
 // Caveats: members of a recorded process group that were not journaled
 // individually are reached through the group leader's handle, which requires

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
@@ -90,6 +91,10 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	// The whole recovery is bounded (see Options.Deadline); a caller's
+	// cancel still ends it sooner.
+	ctx, cancelDeadline := withDeadline(ctx, opts.Deadline())
+	defer cancelDeadline()
 	rep := &Report{Root: root.Path(), Mode: "orphans", DryRun: opts.DryRun}
 	if opts.All {
 		rep.Mode = "all"
@@ -145,7 +150,7 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 			}
 			return nil, err
 		}
-		if opts.All || opts.DryRun || acted == 0 || inUse == 0 || i == maxPasses {
+		if opts.All || opts.DryRun || acted == 0 || inUse == 0 || i == maxPasses || ctx.Err() != nil {
 			break
 		}
 	}
@@ -154,6 +159,9 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 		if a.Retained != "" {
 			rep.Retained++
 		}
+	}
+	if why := overdue(ctx); why != "" && rep.Retained > 0 {
+		rep.Problems = append(rep.Problems, why+"; what was not verified gone by then is retained")
 	}
 	if !opts.DryRun {
 		r.finish(ctx, excl)
@@ -179,10 +187,12 @@ type run struct {
 	tempsDone bool // temp files are judged once, by the first pass
 }
 
+// logf writes one log line; every string argument is quoted when it holds
+// anything unsafe for a terminal (labels and reasons come from records).
 func (r *run) logf(format string, a ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(r.opts.Log, format+"\n", a...)
+	fmt.Fprintf(r.opts.Log, format+"\n", safetext.Args(a)...)
 }
 
 // pass classifies every record and acts on those the mode allows, all in
@@ -224,6 +234,7 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	}
 	r.parallel(running, func(i int) {
 		r.endProcesses(ctx, st.Entries[i], &actions[i])
+		markOverdue(ctx, &actions[i])
 		actions[i].Duration = time.Since(t0)
 	})
 	if !r.opts.DryRun && len(act) > 0 {
@@ -240,7 +251,8 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	}
 	r.parallel(act, func(i int) {
 		t1 := time.Now()
-		r.endResources(st.Entries[i], &actions[i], keep)
+		r.endResources(ctx, st.Entries[i], &actions[i], keep)
+		markOverdue(ctx, &actions[i])
 		actions[i].Duration += time.Since(t1)
 	})
 	if !r.opts.DryRun {
@@ -308,9 +320,17 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 		}
 		return
 	}
+	if why := overdue(ctx); why != "" {
+		a.Retained = why + ": nothing was ended"
+		return
+	}
 	var retained []string
 	if rec.Kind == journal.KindTmux {
 		for _, s := range rec.Sockets {
+			if why := overdue(ctx); why != "" {
+				retained = append(retained, fmt.Sprintf("tmux server on socket %s not stopped", s))
+				continue
+			}
 			if msg, err := r.stopTmux(ctx, s, rec.Subject); err != nil {
 				retained = append(retained, err.Error())
 			} else if msg != "" {
@@ -343,7 +363,7 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 // removes its paths deepest first, and retires it; a record whose processes
 // were retained keeps everything, and so does a path that holds what a
 // staying record names (keep).
-func (r *run) endResources(e Entry, a *Action, keep []string) {
+func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []string) {
 	rec := e.Record
 	did := func(s string) { a.Done = append(a.Done, s) }
 	if r.opts.DryRun {
@@ -372,7 +392,16 @@ func (r *run) endResources(e Entry, a *Action, keep []string) {
 			return
 		}
 	}
+	if why := overdue(ctx); why != "" {
+		a.Retained = why + ": sockets and paths not removed"
+		r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
+		return
+	}
 	for _, s := range rec.Sockets {
+		if overdue(ctx) != "" {
+			retained = append(retained, "socket "+s+" not checked")
+			continue
+		}
 		if k := heldBy(s, keep); k != "" {
 			retained = append(retained, fmt.Sprintf("socket %s is also named by a record that stays", s))
 			continue

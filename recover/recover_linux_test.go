@@ -3,6 +3,7 @@ package recover
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -722,4 +723,35 @@ func TestOrphanChain(t *testing.T) {
 	for _, a := range rep.Actions {
 		require.Equal(t, Orphan, a.Verdict, "%+v", a)
 	}
+}
+
+// TestTerminateHonoursContext: a context that ends during the grace period
+// (a recovery's deadline) stops the escalation: no SIGKILL, an error that
+// names the cause, and no message claiming a wait that was not made.
+func TestTerminateHonoursContext(t *testing.T) {
+	t.Parallel()
+	s := startSleeper(t, envIgnoreTerm+"=1")
+	p, err := owner.Open(s.ID)
+	require.NoError(t, err)
+	defer p.Close()
+	cause := errors.New("deadline exceeded after 1h")
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 200*time.Millisecond, cause)
+	defer cancel()
+	t0 := time.Now()
+	msgs, err := Terminate(ctx, p, false, time.Hour)
+	require.ErrorIs(t, err, cause, "%v", msgs)
+	assert.Less(t, time.Since(t0), testroot.Timeout, "the context ended the wait, not the hour of grace")
+	joined := strings.Join(msgs, "; ")
+	assert.Contains(t, joined, "SIGTERM to pid")
+	assert.Contains(t, joined, "exit not confirmed after")
+	assert.NotContains(t, joined, "still running after 1h0m0s")
+	assert.NotContains(t, joined, "SIGKILL")
+	requireState(t, owner.Alive, s.ID, "the TERM-ignoring process (no SIGKILL past the deadline)")
+	s.Child.WaitReady("term") // SIGTERM was sent and received
+
+	// An ended context sends nothing at all.
+	msgs, err = Terminate(ctx, p, false, time.Hour)
+	require.ErrorIs(t, err, cause)
+	assert.Empty(t, msgs)
+	assert.Contains(t, err.Error(), "SIGTERM not sent")
 }

@@ -33,6 +33,8 @@ var killWait = 20 * time.Second
 // SIGKILL, up to grace again (at least killWait). Exits are confirmed on the
 // pidfd; for a group whose leader has exited, by probing the group. It
 // returns what it did, and an error when the end could not be confirmed.
+// When ctx ends (a recovery's deadline) Terminate sends nothing more and
+// returns an error that says so: it never reports a wait it did not make.
 func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Duration) ([]string, error) {
 	send := p.Signal
 	what := fmt.Sprintf("pid %d", p.Identity().PID)
@@ -42,6 +44,9 @@ func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Dur
 	}
 	var msgs []string
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if ctx.Err() != nil {
+			return msgs, fmt.Errorf("%s: %s not sent: %w", what, unix.SignalName(sig), context.Cause(ctx))
+		}
 		t0 := time.Now()
 		err := send(sig)
 		if errors.Is(err, owner.ErrGone) && group && !p.Exited() {
@@ -74,6 +79,10 @@ func Terminate(ctx context.Context, p *owner.Process, group bool, grace time.Dur
 		cancel()
 		if err == nil {
 			return append(msgs, fmt.Sprintf("%s to %s: exited after %v", unix.SignalName(sig), what, time.Since(t0).Round(time.Millisecond))), nil
+		}
+		if ctx.Err() != nil {
+			return append(msgs, fmt.Sprintf("%s to %s: exit not confirmed after %v", unix.SignalName(sig), what, time.Since(t0).Round(time.Millisecond))),
+				fmt.Errorf("%s: exit not confirmed: %w", what, context.Cause(ctx))
 		}
 		msgs = append(msgs, fmt.Sprintf("%s to %s: still running after %v", unix.SignalName(sig), what, wait))
 	}

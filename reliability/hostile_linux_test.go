@@ -74,6 +74,7 @@ func testHostile(t *testing.T, e *env) {
 		{"path resource is a symlink out of the root", hostileSymlinkPath},
 		{"TMUX in the caller's environment", hostileTMUX},
 	}
+	cases = append(cases, identityHostile...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHostile(t, e, uid, gid)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,7 +116,7 @@ func (c *cli) forget(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "%s: corrupt: %s\n", cf.Path, cf.Reason)
+	fmt.Fprintf(c.stdout, "%s: corrupt: %s\n", safetext.Quote(cf.Path), safetext.Quote(cf.Reason))
 	if cf.Type.IsRegular() {
 		fmt.Fprintf(c.stdout, "its text (%d bytes):\n", len(cf.Text))
 		for _, l := range strings.SplitAfter(string(cf.Text), "\n") {
@@ -127,7 +128,7 @@ func (c *cli) forget(args []string) error {
 	if err := r.RemoveCorrupt(cf); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "removed %s\n", cf.Path)
+	fmt.Fprintf(c.stdout, "removed %s\n", safetext.Quote(cf.Path))
 	return nil
 }
 

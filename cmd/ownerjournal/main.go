@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -109,12 +110,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "ownerjournal %s: %s\n", args[0], ue.msg)
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n", args[0], safetext.Quote(ue.msg))
 		return exitUsage
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "ownerjournal %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "ownerjournal %s: %s\n", args[0], safetext.Quote(err.Error()))
 		return exitFail
 	}
 }
@@ -359,11 +360,12 @@ func (c *cli) retire(args []string) error {
 	return r.Retire(id)
 }
 
+// orDash is s for a human (quoted when unsafe, see safetext), or "-".
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safetext.Quote(s)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -441,21 +443,21 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 			if what == "" {
 				what = a.Path
 			}
-			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(what), a.Retained)
+			fmt.Fprintf(c.stdout, "retained %s %s: %s\n", a.Verdict, orDash(what), safetext.Quote(a.Retained))
 		}
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(c.stdout, "problem: %s\n", p)
+		fmt.Fprintf(c.stdout, "problem: %s\n", safetext.Quote(p))
 	}
 	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %s; ",
-		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], retainedSummary(rep))
+		rep.Mode, safetext.Quote(rep.Root), counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], retainedSummary(rep))
 	switch {
 	case rep.DryRun:
 		fmt.Fprintln(c.stdout, "dry run, nothing changed")
 	case rep.RootRemoved:
 		fmt.Fprintln(c.stdout, "root removed")
 	default:
-		fmt.Fprintf(c.stdout, "root kept: %s\n", rootKeptText(rep.RootKept))
+		fmt.Fprintf(c.stdout, "root kept: %s\n", safetext.Quote(rootKeptText(rep.RootKept)))
 	}
 	return nil
 }

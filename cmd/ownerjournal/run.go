@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 	"github.com/ownerjournal/ownerjournal/recover"
@@ -95,7 +96,7 @@ type supervisor struct {
 }
 
 func (s *supervisor) logf(format string, a ...any) {
-	fmt.Fprintf(s.c.stderr, "ownerjournal run: "+format+"\n", a...)
+	fmt.Fprintf(s.c.stderr, "ownerjournal run: "+format+"\n", safetext.Args(a)...)
 }
 
 func (s *supervisor) run(argv []string) (int, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"os"
 	"strconv"
 	"time"
@@ -115,11 +116,11 @@ func (c *cli) endSession(path string, grace time.Duration) bool {
 	}
 	for _, a := range rep.Actions {
 		if a.Retained != "" {
-			fmt.Fprintf(c.stderr, "ownerjournal session: retained %s %s: %s\n", a.Verdict, orDash(retainedName(a)), a.Retained)
+			fmt.Fprintf(c.stderr, "ownerjournal session: retained %s %s: %s\n", a.Verdict, orDash(retainedName(a)), safetext.Quote(a.Retained))
 		}
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(c.stderr, "ownerjournal session: problem: %s\n", p)
+		fmt.Fprintf(c.stderr, "ownerjournal session: problem: %s\n", safetext.Quote(p))
 	}
 	fmt.Fprintf(c.stderr, "ownerjournal session: root kept: %s (inspect: ownerjournal status --root %s)\n", path, path)
 	return true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -278,7 +279,7 @@ func (e *statusEntry) name() string {
 }
 
 func (c *cli) printStatus(doc *statusDoc) {
-	fmt.Fprintf(c.stdout, "root %s: %s\n", doc.Root, doc.summary())
+	fmt.Fprintf(c.stdout, "root %s: %s\n", safetext.Quote(doc.Root), doc.summary())
 	if cl := doc.closingLine(); cl != "" {
 		fmt.Fprintln(c.stdout, cl)
 	}
@@ -286,23 +287,23 @@ func (c *cli) printStatus(doc *statusDoc) {
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VERDICT\tKIND\tSUBJECT\tAGE\tOWNER\tLABEL\tID\tWHY")
 		for _, e := range doc.Records {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), e.subjectCol(), e.ageCol(), e.ownerCol(), orDash(e.Label), e.name(), e.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Verdict, orDash(e.Kind), e.subjectCol(), e.ageCol(), e.ownerCol(), orDash(e.Label), safetext.Quote(e.name()), safetext.Quote(e.Reason))
 		}
 		tw.Flush()
 	}
 	for _, e := range doc.Records {
 		switch {
 		case e.Cgroup != "":
-			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", e.ID, e.Cgroup)
+			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", safetext.Quote(e.ID), safetext.Quote(e.Cgroup))
 		case e.Note != "":
-			fmt.Fprintf(c.stdout, "%s: %s\n", e.ID, e.Note)
+			fmt.Fprintf(c.stdout, "%s: %s\n", safetext.Quote(e.ID), safetext.Quote(e.Note))
 		}
 	}
 	for _, t := range doc.Temps {
-		fmt.Fprintf(c.stdout, "temp file: %s\n", t)
+		fmt.Fprintf(c.stdout, "temp file: %s\n", safetext.Quote(t))
 	}
 	for _, x := range doc.Extra {
-		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", x)
+		fmt.Fprintf(c.stdout, "unrecorded entry: %s\n", safetext.Quote(x))
 	}
 	if doc.Counts[recover.Corrupt] > 0 {
 		fmt.Fprintln(c.stdout, "a corrupt record stays until a person removes it: read it, then `ownerjournal forget FILE`")

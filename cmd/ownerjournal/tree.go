@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ownerjournal/ownerjournal/internal/safetext"
 	"io"
 	"strconv"
 
@@ -38,7 +39,7 @@ func (n *treeNode) draw(w io.Writer, indent string) {
 // cgroups, in the listing order of status.
 func (c *cli) printTree(doc *statusDoc) {
 	top := &treeNode{}
-	head := "root " + doc.Root + ": " + doc.summary()
+	head := "root " + safetext.Quote(doc.Root) + ": " + doc.summary()
 	if cl := doc.closingLine(); cl != "" {
 		top.add(cl)
 	}
@@ -77,10 +78,10 @@ func (c *cli) printTree(doc *statusDoc) {
 		top.kids = append(top.kids, corrupt)
 	}
 	for _, t := range doc.Temps {
-		top.add("temp file " + t)
+		top.add("temp file " + safetext.Quote(t))
 	}
 	for _, x := range doc.Extra {
-		top.add("unrecorded entry " + x)
+		top.add("unrecorded entry " + safetext.Quote(x))
 	}
 	fmt.Fprintln(c.stdout, head)
 	top.draw(c.stdout, "")
@@ -89,7 +90,7 @@ func (c *cli) printTree(doc *statusDoc) {
 // addRecord hangs one record (its subject line) and what it names below n.
 func (n *treeNode) addRecord(e statusEntry) {
 	if e.Owner == nil {
-		n.add(e.Path + ": " + e.Reason)
+		n.add(safetext.Quote(e.Path) + ": " + safetext.Quote(e.Reason))
 		return
 	}
 	t := string(e.Verdict) + " " + e.Kind
@@ -102,23 +103,23 @@ func (n *treeNode) addRecord(e statusEntry) {
 		}
 	}
 	if e.Label != "" {
-		t += " [" + e.Label + "]"
+		t += " [" + safetext.Quote(e.Label) + "]"
 	}
-	t += "  " + e.ID
+	t += "  " + safetext.Quote(e.ID)
 	r := n.add(t)
 	if e.Verdict != recover.InUse {
-		r.add("why: " + e.Reason)
+		r.add("why: " + safetext.Quote(e.Reason))
 	}
 	if e.PGID != 0 {
 		r.add("process group " + strconv.Itoa(e.PGID))
 	}
 	if e.Cgroup != "" {
-		r.add("cgroup " + e.Cgroup)
+		r.add("cgroup " + safetext.Quote(e.Cgroup))
 	}
 	for _, s := range e.Sockets {
-		r.add("socket " + s)
+		r.add("socket " + safetext.Quote(s))
 	}
 	for _, p := range e.Paths {
-		r.add("path " + p)
+		r.add("path " + safetext.Quote(p))
 	}
 }

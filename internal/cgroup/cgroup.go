@@ -25,8 +25,9 @@ var (
 	// root of the hierarchy, or is not a directory on a cgroup2 filesystem.
 	ErrNotGroup = errors.New("cgroup: not a cgroup v2 group")
 	// ErrContainsCaller means [Group.Kill] refused a group that contains the
-	// calling process.
-	ErrContainsCaller = errors.New("cgroup: group contains the calling process")
+	// calling process or one of its ancestors (or whose check could not
+	// read the caller's ancestry).
+	ErrContainsCaller = errors.New("cgroup: group contains the calling process or an ancestor")
 )
 
 // Test seams: where the caller's mounts and cgroup membership are read.
@@ -134,7 +135,7 @@ func (g *Group) FD() int {
 // opened, and thaws the group. The wait uses inotify on cgroup.events.
 //
 // Kill returns [ErrContainsCaller] for a group that contains the calling
-// process, and ctx's error if ctx ends first (the SIGKILLs are sent by
+// process or one of its ancestors, and ctx's error if ctx ends first (the SIGKILLs are sent by
 // then; only the confirmation is missing). A group removed meanwhile is
 // empty: Kill returns nil. Killed members are not reaped: their parent
 // (usually a subreaper or init) does that.

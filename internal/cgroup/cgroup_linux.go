@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/owner"
 )
 
 // errGone reports internally that the group's directory was removed while
@@ -382,8 +384,20 @@ func (g *Group) kill(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cgroup: kill %s: %w", g.path, err)
 	}
-	if slices.Contains(pids, os.Getpid()) {
-		return fmt.Errorf("%w: %s (pid %d)", ErrContainsCaller, g.path, os.Getpid())
+	// Never the caller, nor an ancestor: killing the runner that started
+	// the recoverer is as wrong as killing the recoverer.
+	lineage, err := owner.Ancestors()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrContainsCaller, g.path, err)
+	}
+	for i, pid := range lineage {
+		if !slices.Contains(pids, pid) {
+			continue
+		}
+		if i == 0 {
+			return fmt.Errorf("%w: %s (pid %d)", ErrContainsCaller, g.path, pid)
+		}
+		return fmt.Errorf("%w: %s holds pid %d, an ancestor of the caller (pid %d)", ErrContainsCaller, g.path, pid, os.Getpid())
 	}
 	err = g.writeFile(killFile, "1")
 	if errors.Is(err, fs.ErrNotExist) {

@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 	case "":
 	case "kill-group":
 		os.Exit(helperKillGroup(os.Getenv("OJ_CGROUP_TEST_PATH")))
+	case "kill-from-below":
+		os.Exit(helperKillFromBelow(os.Getenv("OJ_CGROUP_TEST_PATH"), os.Getenv("OJ_CGROUP_TEST_OUTSIDE")))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", os.Getenv(helperEnv))
 		os.Exit(2)

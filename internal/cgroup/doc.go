@@ -24,8 +24,9 @@
 //     cgroup.procs (never a bare PID), and thaws. Either way it returns only
 //     after cgroup.events reports "populated 0"; it waits with inotify, not by
 //     sleeping, and honours its context.
-//   - [Group.Kill] refuses a group that contains the calling process
-//     ([ErrContainsCaller]): recovery never kills itself.
+//   - [Group.Kill] refuses a group that contains the calling process or
+//     any of its ancestors ([ErrContainsCaller]): recovery never kills
+//     itself nor the runner that started it.
 //   - [Group.Remove] removes descendant groups deepest-first, attempts every
 //     one even after a failure and reports all failures; a group that is
 //     already gone is progress, not an error.
