@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	testroot.Main(m, map[string]func() int{
 		"signal-own-group": childSignalOwnGroup,
 		"check-fixture":    childCheckFixture,
+		"ns-holder":        childNSHolder,
+		"ns-check":         childNSCheck,
+		"ns-sleep":         childNSSleep,
 	})
 }
 

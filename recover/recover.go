@@ -365,7 +365,7 @@ func (r *run) endResources(e Entry, a *Action, keep []string) {
 		// group cannot be signalled safely without it (invariant 5). If
 		// members no record named still live, the record and its root
 		// stay: a kept root is recoverable later, a removed one is not.
-		if alive, err := owner.GroupAlive(rec.PGID); err != nil || alive {
+		if alive, err := owner.GroupAliveOf(*rec.Subject); err != nil || alive {
 			a.Retained = fmt.Sprintf("leader pid %d is dead but its process group %d still has live members (or cannot be read)", rec.Subject.PID, rec.PGID)
 			r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
 			return

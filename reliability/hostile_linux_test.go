@@ -347,7 +347,7 @@ func hostileRecordNotJSON(h *hostile) bool {
 
 func hostileRecordVersion(h *hostile) bool {
 	return h.plantRecord("version", func(path string, valid []byte) {
-		v2 := strings.Replace(string(valid), `"version": 1`, `"version": 2`, 1)
+		v2 := strings.Replace(string(valid), `"version": 2`, `"version": 3`, 1)
 		require.NotEqual(h.t, string(valid), v2)
 		require.NoError(h.t, os.WriteFile(path, []byte(v2), 0o600))
 	})

@@ -1,0 +1,213 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
+)
+
+// The PID namespace tests start children in a new PID namespace with a
+// procfs of its own (unshare --pid --fork --mount-proc): the child is that
+// namespace's init, and PIDs it records are numbers only that namespace
+// knows.
+
+// nsResult is what the namespace children report.
+type nsResult struct {
+	Holder  Identity `json:"holder"`
+	Subject Identity `json:"subject"`
+	// For ns-check: the verdicts on OJ_ID as recorded, and with its
+	// namespace stripped (as a version 1 record carries it).
+	State, Reason             string
+	LegacyState, LegacyReason string
+	OpenErr, GroupErr         string
+	OpenUnverified            bool
+	GroupUnverified           bool
+}
+
+// childNSHolder runs as init of a new PID namespace: it starts a subject
+// (ns-sleep, leading a process group of its own), reports both identities
+// as read inside the namespace, and reaps the subject when it ends. It
+// exits when its stdin closes.
+func childNSHolder() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "ns-holder:", err); return 1 }
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "OJ_TEST_CHILD=ns-sleep")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	go cmd.Wait()
+	var res nsResult
+	if res.Holder, err = Self(); err != nil {
+		return fail(err)
+	}
+	if res.Subject, err = Of(cmd.Process.Pid); err != nil {
+		return fail(err)
+	}
+	b, _ := json.Marshal(res)
+	if err := testroot.Ready("result", b); err != nil {
+		return fail(err)
+	}
+	for testroot.Lines().Scan() {
+	}
+	return 0
+}
+
+// childNSSleep blocks until it is signalled (the Go runtime's default
+// action for SIGTERM ends it).
+func childNSSleep() int {
+	select {}
+}
+
+// childNSCheck runs inside a new PID namespace and judges the identity
+// OJ_ID, recorded outside it.
+func childNSCheck() int {
+	var id Identity
+	if err := json.Unmarshal([]byte(os.Getenv("OJ_ID")), &id); err != nil {
+		fmt.Fprintln(os.Stderr, "ns-check:", err)
+		return 1
+	}
+	var res nsResult
+	v := Check(id)
+	res.State, res.Reason = v.State.String(), v.Reason
+	legacy := id
+	legacy.PIDNS = 0
+	v = Check(legacy)
+	res.LegacyState, res.LegacyReason = v.State.String(), v.Reason
+	if p, err := Open(id); err != nil {
+		res.OpenErr, res.OpenUnverified = err.Error(), errors.Is(err, ErrUnverifiable)
+	} else {
+		p.Close()
+		res.OpenErr = "opened"
+	}
+	if _, err := GroupAliveOf(id); err != nil {
+		res.GroupErr, res.GroupUnverified = err.Error(), errors.Is(err, ErrUnverifiable)
+	}
+	b, _ := json.Marshal(res)
+	if err := testroot.Ready("result", b); err != nil {
+		fmt.Fprintln(os.Stderr, "ns-check:", err)
+		return 1
+	}
+	return 0
+}
+
+// nsPIDs returns the NSpid line of a process of this namespace.
+func nsPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	st, ok := readNSStatus(pid)
+	require.True(t, ok, "status of pid %d", pid)
+	return st.nspid
+}
+
+// TestPIDNamespaceChildRecordParentRecovers: an identity recorded inside a
+// child PID namespace is judged in that namespace from the parent: alive
+// through the unique translated match, signalled through a handle on the
+// right process, dead once it exited. Forged variants (another namespace,
+// the host's PID in the child's namespace, another start time) are never
+// alive and never opened, and the subject survives them.
+func TestPIDNamespaceChildRecordParentRecovers(t *testing.T) {
+	self, err := selfPIDNS()
+	require.NoError(t, err)
+	c := testroot.StartOpts(t, "ns-holder", testroot.Options{Wrap: testroot.Unshare(t)})
+	var res nsResult
+	require.NoError(t, json.Unmarshal(c.WaitReady("result"), &res))
+	subj, holder := res.Subject, res.Holder
+	require.NotZero(t, subj.PIDNS)
+	require.NotEqual(t, self, subj.PIDNS, "the child must run in a PID namespace of its own")
+	assert.Equal(t, 1, holder.PID, "the holder is its namespace's init")
+
+	// Read as a version 1 record would be (no namespace): the PID names
+	// another process here, or none. This is what recovery did before.
+	legacy := subj
+	legacy.PIDNS = 0
+	assert.Equal(t, Dead, Check(legacy).State, Check(legacy).Reason)
+
+	v := Check(subj)
+	require.Equal(t, Alive, v.State, v.Reason)
+	assert.Contains(t, v.Reason, "here")
+	assert.Equal(t, Alive, Check(holder).State, Check(holder).Reason)
+	alive, err := GroupAliveOf(subj)
+	require.NoError(t, err)
+	assert.True(t, alive, "the subject leads a live group in its namespace")
+
+	forged := map[string]func(id *Identity){
+		"another namespace":                func(id *Identity) { id.PIDNS = self },
+		"unknown namespace":                func(id *Identity) { id.PIDNS = 4026539999 },
+		"the PID as this namespace has it": nil, // filled below
+		"another start time":               func(id *Identity) { id.StartTime++ },
+	}
+	p, err := Open(subj)
+	require.NoError(t, err)
+	defer p.Close()
+	hostPID := p.Identity().PID
+	require.NotEqual(t, subj.PID, hostPID)
+	nspid := nsPIDs(t, hostPID)
+	require.Equal(t, subj.PID, nspid[len(nspid)-1], "the handle is on the process the namespace calls %d", subj.PID)
+	forged["the PID as this namespace has it"] = func(id *Identity) { id.PID = hostPID }
+	for name, edit := range forged {
+		t.Run(name, func(t *testing.T) {
+			id := subj
+			edit(&id)
+			v := Check(id)
+			assert.NotEqual(t, Alive, v.State, v.Reason)
+			q, err := Open(id)
+			if err == nil {
+				q.Close()
+			}
+			require.Error(t, err, "a forged identity must not open a handle")
+			assert.Equal(t, Alive, Check(subj).State, "the subject survives")
+		})
+	}
+
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	ctx, cancel := context.WithTimeout(context.Background(), testroot.Timeout)
+	defer cancel()
+	require.NoError(t, p.Wait(ctx))
+	v = Check(subj)
+	assert.Equal(t, Dead, v.State, v.Reason)
+	assert.Equal(t, Alive, Check(holder).State, "the namespace's init was not touched")
+	c.CloseStdin()
+	require.NoError(t, c.Wait())
+	// The namespace is gone with its init: everything recorded in it is
+	// dead, and this recoverer (in the initial namespace) can tell.
+	if self == pidNSInitIno {
+		v = Check(holder)
+		assert.Equal(t, Dead, v.State, v.Reason)
+		assert.Contains(t, v.Reason, "no process of that namespace is left")
+	}
+}
+
+// TestPIDNamespaceParentRecordChildRecovers: an identity recorded in the
+// parent namespace cannot be seen from a child namespace: unknown (never
+// dead), no handle, no group verdict. Without its namespace (a version 1
+// record), the same identity was judged dead there.
+func TestPIDNamespaceParentRecordChildRecovers(t *testing.T) {
+	id, err := Self()
+	require.NoError(t, err)
+	b, err := json.Marshal(id)
+	require.NoError(t, err)
+	c := testroot.StartOpts(t, "ns-check", testroot.Options{Wrap: testroot.Unshare(t), Env: []string{"OJ_ID=" + string(b)}})
+	var res nsResult
+	require.NoError(t, json.Unmarshal(c.WaitReady("result"), &res))
+	require.NoError(t, c.Wait())
+	assert.Equal(t, "unknown", res.State, res.Reason)
+	assert.Contains(t, res.Reason, "not visible from PID namespace")
+	assert.True(t, res.OpenUnverified, "open: %s", res.OpenErr)
+	assert.True(t, res.GroupUnverified, "group: %s", res.GroupErr)
+	assert.Equal(t, "dead", res.LegacyState, "without a namespace the parent's pid %d looks dead here: %s", id.PID, res.LegacyReason)
+	assert.Equal(t, Alive, Check(id).State)
+}
