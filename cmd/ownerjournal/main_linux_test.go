@@ -110,6 +110,8 @@ func helperMain(args []string) int {
 		return helperSpawn(rest)
 	case "mid":
 		err = startSelf(rest, nil)
+	case "nswrite":
+		return helperNSWrite(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
