@@ -91,6 +91,10 @@ type procInfo struct {
 
 var hostOnce = sync.OnceValues(os.Hostname)
 
+// BootID returns the current boot's id (/proc/sys/kernel/random/boot_id on
+// Linux, kern.bootsessionuuid on darwin), read once.
+func BootID() (string, error) { return bootID() }
+
 // Self returns the identity of the calling process.
 func Self() (Identity, error) { return Of(os.Getpid()) }
 
