@@ -327,7 +327,7 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	// The cgroup goes after the subject had its grace period: it catches
 	// every member the journal does not name (setsid daemons included).
 	if rec.Cgroup != "" {
-		if msg, err := endCgroup(ctx, rec.Cgroup, r.opts.Grace); err != nil {
+		if msg, err := endCgroup(ctx, rec.Cgroup, rec.CgroupID, r.opts.Grace); err != nil {
 			retained = append(retained, err.Error())
 		} else if msg != "" {
 			did(msg)
