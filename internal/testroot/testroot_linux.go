@@ -179,6 +179,16 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 	return c
 }
 
+// Executable returns a copy of the test binary that every user can read
+// and execute (the go-build directory is 0700), for a child run as another
+// user; [Main] removes it after the tests.
+func Executable(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return copyExecutable(t, exe)
+}
+
 var (
 	copyMu sync.Mutex
 	copied string // the test binary's copy, removed by Main
