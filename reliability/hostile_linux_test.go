@@ -73,6 +73,9 @@ func testHostile(t *testing.T, e *env) {
 		{"socket owned by another user", hostileForeignSocket},
 		{"path resource is a symlink out of the root", hostileSymlinkPath},
 		{"TMUX in the caller's environment", hostileTMUX},
+		{"record naming the bait in another PID namespace", hostileForeignNamespace},
+		{"cgroup removed and made again under the recorded name", hostileCgroupReplaced},
+		{"free lease without a boot id naming a live owner", hostileLegacyFreeLease},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
