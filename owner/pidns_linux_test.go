@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,7 +48,13 @@ func childNSHolder() int {
 		return fail(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "OJ_TEST_CHILD=ns-sleep")
+	nested := os.Getenv("OJ_NS_NESTED") != ""
+	if nested {
+		// The subject runs one namespace further down, under unshare.
+		wrap := strings.Fields(os.Getenv("OJ_NS_NESTED"))
+		cmd = exec.Command(wrap[0], append(wrap[1:], exe, "-test.run=^$")...)
+	}
+	cmd.Env = append(os.Environ(), "OJ_TEST_CHILD=ns-sleep", "OJ_NS_SLEEP_READY=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fail(err)
@@ -55,7 +64,13 @@ func childNSHolder() int {
 	if res.Holder, err = Self(); err != nil {
 		return fail(err)
 	}
-	if res.Subject, err = Of(cmd.Process.Pid); err != nil {
+	pid := cmd.Process.Pid
+	if nested {
+		if pid, err = nestedChild(pid); err != nil {
+			return fail(err)
+		}
+	}
+	if res.Subject, err = Of(pid); err != nil {
 		return fail(err)
 	}
 	b, _ := json.Marshal(res)
@@ -68,9 +83,37 @@ func childNSHolder() int {
 }
 
 // childNSSleep blocks until it is signalled (the Go runtime's default
-// action for SIGTERM ends it).
+// action for SIGTERM ends it). With OJ_NS_SLEEP_READY it first reports
+// "sleeping".
 func childNSSleep() int {
+	if os.Getenv("OJ_NS_SLEEP_READY") != "" {
+		if err := testroot.Ready("sleeping", nil); err != nil {
+			fmt.Fprintln(os.Stderr, "ns-sleep:", err)
+			return 1
+		}
+	}
 	select {}
+}
+
+// nestedChild waits until the sleeper under unshare (pid) is ready and
+// returns its PID in this namespace: the child of unshare.
+func nestedChild(pid int) (int, error) {
+	dir := os.Getenv("OJ_TEST_READY_DIR")
+	for range 3000 {
+		if _, err := os.Stat(dir + "/sleeping"); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("unshare (pid %d) has children %q", pid, f)
+	}
+	return strconv.Atoi(f[0])
 }
 
 // childNSCheck runs inside a new PID namespace and judges the identity
@@ -189,6 +232,39 @@ func TestPIDNamespaceChildRecordParentRecovers(t *testing.T) {
 		assert.Equal(t, Dead, v.State, v.Reason)
 		assert.Contains(t, v.Reason, "no process of that namespace is left")
 	}
+}
+
+// TestPIDNamespaceNested: the writer's namespace is a child of ours and the
+// subject lives one namespace below the writer's; the PID the writer
+// recorded is the subject's PID in the writer's namespace. The parent
+// finds it among the processes of the namespaces below the recorded one
+// (NS_GET_PARENT), verifies it and ends it.
+func TestPIDNamespaceNested(t *testing.T) {
+	wrap := testroot.Unshare(t)
+	c := testroot.StartOpts(t, "ns-holder", testroot.Options{Wrap: wrap, Env: []string{"OJ_NS_NESTED=" + strings.Join(wrap, " ")}})
+	var res nsResult
+	require.NoError(t, json.Unmarshal(c.WaitReady("result"), &res))
+	subj, holder := res.Subject, res.Holder
+	require.Equal(t, holder.PIDNS, subj.PIDNS, "recorded in the writer's namespace")
+	v := Check(subj)
+	require.Equal(t, Alive, v.State, v.Reason)
+	p, err := Open(subj)
+	require.NoError(t, err)
+	defer p.Close()
+	nspid := nsPIDs(t, p.Identity().PID)
+	require.Len(t, nspid, 3, "the subject is two namespaces below the test")
+	assert.Equal(t, subj.PID, nspid[1], "the handle is on the process the writer's namespace calls %d", subj.PID)
+	// Under unshare the subject does not lead a group of its own (unshare
+	// does): no group by its PID lives in the writer's namespace.
+	alive, err := GroupAliveOf(subj)
+	require.NoError(t, err)
+	assert.False(t, alive)
+	require.NoError(t, p.Signal(syscall.SIGKILL))
+	ctx, cancel := context.WithTimeout(context.Background(), testroot.Timeout)
+	defer cancel()
+	require.NoError(t, p.Wait(ctx))
+	assert.Equal(t, Alive, Check(holder).State, "the writer's init was not touched")
+	t.Logf("nested: %s", v.Reason)
 }
 
 // TestPIDNamespaceParentRecordChildRecovers: an identity recorded in the
