@@ -34,7 +34,8 @@ func parseLeaseName(name string) (id owner.Identity, ok bool) {
 	}
 	pid, err1 := strconv.Atoi(parts[0])
 	start, err2 := strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 || !allDigits(parts[0], 10) || !allDigits(parts[1], 20) {
+	// Only the canonical form leaseName writes: "01" names no lease.
+	if err1 != nil || err2 != nil || pid <= 0 || parts[0] != strconv.Itoa(pid) || parts[1] != strconv.FormatUint(start, 10) {
 		return id, false
 	}
 	id.PID, id.StartTime = pid, start
@@ -42,7 +43,7 @@ func parseLeaseName(name string) (id owner.Identity, ok bool) {
 		return id, true
 	}
 	ns, err := strconv.ParseUint(parts[2], 10, 64)
-	if err != nil || !allDigits(parts[2], 20) || !validBootID(parts[3]) {
+	if err != nil || parts[2] != strconv.FormatUint(ns, 10) || !validBootID(parts[3]) {
 		return owner.Identity{}, false
 	}
 	id.PIDNS, id.BootID = ns, parts[3]

@@ -25,7 +25,7 @@ func TestLeaseName(t *testing.T) {
 	assert.Equal(t, owner.Identity{PID: 4242, StartTime: 987654}, got)
 
 	for _, bad := range []string{"", "x", "1", "0-1", "-1-2", "1-2-3", "1-2-3-", "1-2-x-boot", "1-2-3-b/oot", "+1-2", "1-2-3-b\x00",
-		"1-99999999999999999999999-3-b", "1-2-3-" + strings.Repeat("b", 65)} {
+		"1-99999999999999999999999-3-b", "1-2-3-" + strings.Repeat("b", 65), "01-2", "1-02-3-b", "1-2-03-b", "1-2-+3-b"} {
 		_, ok := parseLeaseName(bad)
 		assert.False(t, ok, "%q", bad)
 	}
@@ -36,7 +36,8 @@ func TestLeaseName(t *testing.T) {
 }
 
 // FuzzParseLeaseName: never panics; an accepted name with a boot id names
-// the identity that leaseName turns back into the same name.
+// the identity that leaseName turns back into the same name (so only
+// canonical numbers are accepted).
 func FuzzParseLeaseName(f *testing.F) {
 	f.Add("4242-987654-4026531836-0d8c7a3e-5f0e-4a57-9d3c-1c1a8f6b2f10")
 	f.Add("4242-987654")
