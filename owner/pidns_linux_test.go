@@ -1,17 +1,18 @@
 package owner
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,8 +55,16 @@ func childNSHolder() int {
 		wrap := strings.Fields(os.Getenv("OJ_NS_NESTED"))
 		cmd = exec.Command(wrap[0], append(wrap[1:], exe, "-test.run=^$")...)
 	}
-	cmd.Env = append(os.Environ(), "OJ_TEST_CHILD=ns-sleep", "OJ_NS_SLEEP_READY=1")
+	cmd.Env = append(os.Environ(), "OJ_TEST_CHILD=ns-sleep")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var ready io.Reader
+	if nested {
+		// The sleeper says it runs with a line on its stdout.
+		cmd.Env = append(cmd.Env, "OJ_NS_SLEEP_READY=1")
+		if ready, err = cmd.StdoutPipe(); err != nil {
+			return fail(err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return fail(err)
 	}
@@ -66,7 +75,7 @@ func childNSHolder() int {
 	}
 	pid := cmd.Process.Pid
 	if nested {
-		if pid, err = nestedChild(pid); err != nil {
+		if pid, err = nestedChild(pid, ready); err != nil {
 			return fail(err)
 		}
 	}
@@ -83,27 +92,20 @@ func childNSHolder() int {
 }
 
 // childNSSleep blocks until it is signalled (the Go runtime's default
-// action for SIGTERM ends it). With OJ_NS_SLEEP_READY it first reports
-// "sleeping".
+// action for SIGTERM ends it). With OJ_NS_SLEEP_READY it first writes a
+// line to its stdout.
 func childNSSleep() int {
 	if os.Getenv("OJ_NS_SLEEP_READY") != "" {
-		if err := testroot.Ready("sleeping", nil); err != nil {
-			fmt.Fprintln(os.Stderr, "ns-sleep:", err)
-			return 1
-		}
+		fmt.Println("sleeping")
 	}
 	select {}
 }
 
-// nestedChild waits until the sleeper under unshare (pid) is ready and
-// returns its PID in this namespace: the child of unshare.
-func nestedChild(pid int) (int, error) {
-	dir := os.Getenv("OJ_TEST_READY_DIR")
-	for range 3000 {
-		if _, err := os.Stat(dir + "/sleeping"); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+// nestedChild waits for the ready line of the sleeper under unshare (pid)
+// and returns the sleeper's PID in this namespace: the child of unshare.
+func nestedChild(pid int, ready io.Reader) (int, error) {
+	if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
+		return 0, fmt.Errorf("sleeper under unshare: %w", err)
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
