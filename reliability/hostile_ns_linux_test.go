@@ -138,4 +138,3 @@ func hostileLegacyFreeLease(h *hostile) bool {
 	}
 	return refused
 }
-
