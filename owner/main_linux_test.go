@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 		"ns-holder":        childNSHolder,
 		"ns-check":         childNSCheck,
 		"ns-sleep":         childNSSleep,
+		"ns-self":          childNSSelf,
 	})
 }
 

@@ -115,7 +115,7 @@ func Of(pid int) (Identity, error) {
 	}
 	ns, err := selfPIDNS()
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, fmt.Errorf("%w: %w", err, ErrUnverifiable)
 	}
 	info, err := readProc(pid)
 	if err != nil {

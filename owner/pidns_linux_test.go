@@ -289,3 +289,35 @@ func TestPIDNamespaceParentRecordChildRecovers(t *testing.T) {
 	assert.Equal(t, "dead", res.LegacyState, "without a namespace the parent's pid %d looks dead here: %s", id.PID, res.LegacyReason)
 	assert.Equal(t, Alive, Check(id).State)
 }
+
+// childNSSelf reports what Self says in a PID namespace whose /proc is the
+// parent's.
+func childNSSelf() int {
+	var res childResult
+	id, err := Self()
+	res.setErr(err)
+	if err == nil {
+		res.State = fmt.Sprintf("pid %d", id.PID)
+	}
+	return report(res)
+}
+
+// TestPIDNamespaceForeignProcRefused: in a PID namespace that kept the
+// parent's /proc (unshare without --mount-proc), every PID read there names
+// another process (the namespace's PID 2 is the host's kthreadd). Identities
+// are refused there rather than recorded wrong: before, `publish --pid 2`
+// in such a container recorded the host's kthreadd as its subject.
+func TestPIDNamespaceForeignProcRefused(t *testing.T) {
+	wrap := testroot.Unshare(t)
+	var noMountProc []string
+	for _, a := range wrap {
+		if a != "--mount-proc" {
+			noMountProc = append(noMountProc, a)
+		}
+	}
+	c := testroot.StartOpts(t, "ns-self", testroot.Options{Wrap: noMountProc})
+	res := decodeResult(t, c.WaitReady("result"))
+	require.NoError(t, c.Wait())
+	assert.True(t, res.Unverified, "Self must fail as unverifiable: %+v", res)
+	assert.Contains(t, res.Err, "/proc belongs to another PID namespace")
+}
