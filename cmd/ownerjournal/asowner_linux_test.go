@@ -91,3 +91,23 @@ func TestRecoverAsOwner(t *testing.T) {
 	requireDead(t, usubjID, "the user's own orphan")
 	t.Logf("recover --as-owner: exit %d; canary: %s; mine: %s", code, byLabel["canary"].Retained, byLabel["mine"].Retained)
 }
+
+// TestRecoverAsOwnerNothingToDrop: on the caller's own root --as-owner
+// changes nothing; a caller that is not root cannot use it to recover
+// another user's root.
+func TestRecoverAsOwnerNothingToDrop(t *testing.T) {
+	uid, gid := testroot.SecondUser(t)
+	bin := testroot.Executable(t)
+	root := newRoot(t)
+	p := start(t, &exec.Cmd{Path: bin, Args: []string{"ownerjournal", "recover", "--as-owner", "--root", root}, Dir: "/"})
+	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+	assert.NotContains(t, p.errb.String(), "running as the root's owner")
+	requireRootGone(t, root)
+
+	mine := testroot.PrivateDir(t, "ojam")
+	p = start(t, &exec.Cmd{Path: bin, Args: []string{"ownerjournal", "recover", "--as-owner", "--root", mine}, Dir: "/",
+		SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}})
+	require.Equal(t, 1, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+	assert.Contains(t, p.errb.String(), "only root can recover as another user")
+	assert.DirExists(t, mine)
+}
