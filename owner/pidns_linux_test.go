@@ -202,6 +202,11 @@ func TestPIDNamespaceChildRecordParentRecovers(t *testing.T) {
 	require.NotEqual(t, subj.PID, hostPID)
 	nspid := nsPIDs(t, hostPID)
 	require.Equal(t, subj.PID, nspid[len(nspid)-1], "the handle is on the process the namespace calls %d", subj.PID)
+	// Start time (field 22 of /proc/PID/stat) counts from boot, not from
+	// the namespace: the child's procfs and ours give the same value.
+	info, err := readProc(hostPID)
+	require.NoError(t, err)
+	assert.Equal(t, subj.StartTime, info.startTime, "start time read inside the namespace and here")
 	forged["the PID as this namespace has it"] = func(id *Identity) { id.PID = hostPID }
 	for name, edit := range forged {
 		t.Run(name, func(t *testing.T) {
