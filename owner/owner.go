@@ -343,6 +343,15 @@ func GroupAliveOf(leader Identity) (bool, error) {
 	return groupAlive(leader.PID)
 }
 
+// LiveElsewhere reports whether a live process that a PID namespace below
+// the caller's calls pid started at start (clock ticks since boot). It is
+// for a writer known only by PID and start time (a temp file's name), whose
+// namespace was not recorded: a container's writer may be alive although
+// this namespace's pid names another process or none. Namespaces above or
+// beside the caller's cannot be seen. It reads every process's status, so
+// it is meant for the rare leftover, not for hot paths.
+func LiveElsewhere(pid int, start uint64) (bool, error) { return liveElsewhere(pid, start) }
+
 // GroupOf returns the process group id of pid.
 func GroupOf(pid int) (int, error) {
 	info, err := readProc(pid)

@@ -260,3 +260,29 @@ func groupAliveForeign(ns uint64, pgid int, self uint64) (bool, error) {
 	}
 	return false, nil
 }
+
+func liveElsewhere(pid int, start uint64) (bool, error) {
+	self, err := selfPIDNS()
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", err, ErrUnverifiable)
+	}
+	v, err := readNSView(self)
+	if err != nil {
+		return false, err
+	}
+	for ns, members := range v.byNS {
+		if ns == self {
+			continue
+		}
+		for _, local := range members {
+			st, ok := readNSStatus(local)
+			if !ok || len(st.nspid) < 2 || st.nspid[len(st.nspid)-1] != pid || st.zombie() {
+				continue
+			}
+			if info, err := readProc(local); err == nil && info.startTime == start && !info.zombie {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

@@ -188,6 +188,12 @@ func TestPIDNamespaceChildRecordParentRecovers(t *testing.T) {
 	alive, err := GroupAliveOf(subj)
 	require.NoError(t, err)
 	assert.True(t, alive, "the subject leads a live group in its namespace")
+	alive, err = LiveElsewhere(subj.PID, subj.StartTime)
+	require.NoError(t, err)
+	assert.True(t, alive, "a process below this namespace is called %d there", subj.PID)
+	alive, err = LiveElsewhere(subj.PID, subj.StartTime+1)
+	require.NoError(t, err)
+	assert.False(t, alive, "no process of that PID started then")
 
 	forged := map[string]func(id *Identity){
 		"another namespace":                func(id *Identity) { id.PIDNS = self },

@@ -435,6 +435,15 @@ func (r *run) cleanTemps(scan *journal.Scan) {
 			r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("temp file %s: writer cannot be verified: %v", t.Name, err))
 			continue
 		}
+		// The name does not say in which PID namespace the writer runs:
+		// one below ours (a container's) may be publishing right now.
+		if alive, err := owner.LiveElsewhere(t.Writer.PID, t.Writer.StartTime); err != nil || alive {
+			if err != nil {
+				r.rep.Retained++
+				r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("temp file %s: writer cannot be verified: %v", t.Name, err))
+			}
+			continue
+		}
 		if r.opts.DryRun {
 			r.rep.Temps = append(r.rep.Temps, "would remove "+t.Name)
 			continue
