@@ -240,10 +240,12 @@ func TestPIDNamespaceChildRecordParentRecovers(t *testing.T) {
 	require.NoError(t, c.Wait())
 	// The namespace is gone with its init: everything recorded in it is
 	// dead, and this recoverer (in the initial namespace) can tell.
+	// (A namespace made meanwhile by a test running beside this one may
+	// reuse the freed inode: its pid 1 then started at another time.)
 	if self == pidNSInitIno {
 		v = Check(holder)
 		assert.Equal(t, Dead, v.State, v.Reason)
-		assert.Contains(t, v.Reason, "no process of that namespace is left")
+		assert.Regexp(t, "no process of that namespace is left|reused", v.Reason)
 	}
 }
 
