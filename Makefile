@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node demo demo-tools reliability bench
+.PHONY: all build test vet fuzz prereqs tmux node unshare demo demo-tools reliability bench
 all: build
 
 # CGO_ENABLED=0: a static binary starts about a millisecond faster (the net
@@ -38,7 +38,15 @@ node:
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "error: Node.js 20 or later is required (found $$(node --version))" >&2; exit 1; }
 	cd testdata/playwright && npm ci --no-audit --no-fund --prefer-offline >/dev/null
 
-prereqs: tmux node
+# unshare(1) (util-linux) starts the PID namespace tests' children in a
+# namespace of their own.
+unshare:
+	@command -v unshare >/dev/null 2>&1 || { \
+	  echo "unshare not found: installing util-linux with apt-get" >&2; \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null; } \
+	  || { echo "error: unshare (util-linux) is required by the PID namespace tests and could not be installed" >&2; exit 1; }; }
+
+prereqs: tmux node unshare
 
 # jq and curl are what the demo script drives the e2e server with: install
 # them like tmux when missing, or fail saying which one and why.

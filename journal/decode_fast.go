@@ -191,6 +191,8 @@ func (p *fastParser) identity(id *owner.Identity) bool {
 			id.UID, ok = p.int()
 		case "host":
 			id.Host, ok = p.str()
+		case "pid_ns":
+			id.PIDNS, ok = p.uint64()
 		}
 		return ok
 	})
@@ -222,6 +224,8 @@ func (p *fastParser) recordMember(rec *Record, name []byte) bool {
 		rec.Paths, ok = p.strings()
 	case "cgroup":
 		rec.Cgroup, ok = p.str()
+	case "cgroup_id":
+		rec.CgroupID, ok = p.uint64()
 	case "note":
 		rec.Note, ok = p.str()
 	case "phase":

@@ -14,9 +14,9 @@ import (
 // fastSample is a record with every field set, in the form Encode writes.
 func fastSample(t testing.TB) []byte {
 	t.Helper()
-	id := owner.Identity{PID: 4242, StartTime: 987654, BootID: "0d6e5e8a-1111-4c1e-9f7e-3b2a1c0d9e8f", UID: 1000, Host: "ci-runner"}
+	id := owner.Identity{PID: 4242, StartTime: 987654, BootID: "0d6e5e8a-1111-4c1e-9f7e-3b2a1c0d9e8f", UID: 1000, Host: "ci-runner", PIDNS: 4026532178}
 	rec := &Record{Version: SchemaVersion, ID: "4242-987654-0a1b2c3d", Kind: KindTmux, Label: "e2e tmux 3", Subject: &id, Owner: id,
-		PGID: 4242, Sockets: []string{"tmux-3"}, Paths: []string{"scratch/w3", "scratch"}, Cgroup: "/sys/fs/cgroup/oj/a",
+		PGID: 4242, Sockets: []string{"tmux-3"}, Paths: []string{"scratch/w3", "scratch"}, Cgroup: "/sys/fs/cgroup/oj/a", CgroupID: 9,
 		Phase: PhaseLive, Created: time.Date(2026, 11, 29, 18, 0, 0, 123e6, time.UTC)}
 	b, err := rec.Encode()
 	require.NoError(t, err)
@@ -83,6 +83,9 @@ func FuzzDecodeFast(f *testing.F) {
 	f.Add([]byte(`{"version":1.0,"version":1}`))
 	f.Add([]byte(` {"label":"a\"b","created":"2026-13-01T00:00:00Z"} x`))
 	f.Add([]byte(`{"owner":{"pid":9223372036854775808,"start_time":-1}}`))
+	f.Add([]byte(`{"version":1,"id":"1-2-abcdef01","kind":"process","owner":{"pid":1,"start_time":2,"boot_id":"b","uid":0,"host":"h","pid_ns":4026531836},"phase":"intent","created":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"version":2,"id":"1-2-abcdef01","kind":"process","owner":{"pid":1,"start_time":2,"boot_id":"b","uid":0,"host":"h","pid_ns":18446744073709551616},"cgroup_id":1,"phase":"intent","created":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"version":2,"cgroup":"/sys/fs/cgroup/a","cgroup_id":01,"owner":{"pid_ns":-0}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fast, ok := decodeFast(in)
 		if !ok {

@@ -15,8 +15,13 @@
 //	lock       flock(2): shared for admissions, exclusive for teardown
 //	closing    marker: present once teardown has begun
 //	records/   one JSON file per owned subject, <id>.json
-//	leases/    one file per live participant, exclusively flocked
+//	leases/    one file per live participant, exclusively flocked, named
+//	           <pid>-<starttime>-<pidns>-<bootid>: a lease of another boot
+//	           never stands for a current participant
 //	...        sockets and scratch paths the records name
+//
+// Records are versioned: version 2 (written now) adds the PID namespace of
+// every identity and the cgroup id; version 1 records are still read.
 //
 // Guarantees: a record is published atomically (temp file in records/,
 // fsync, rename, fsync of records/; [renameio]), so it is never visible

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -245,17 +244,13 @@ func (x *Exclusive) Reopen() error {
 func (x *Exclusive) Unlock() error { return x.fl.Close() }
 
 // Lease is a participant's proof of life: an exclusive flock on
-// leases/<pid>-<starttime>, held for as long as the process lives. The kernel
-// drops it when the process dies, SIGKILL included.
+// leases/<pid>-<starttime>-<pidns>-<bootid> (see leaseName), held for as
+// long as the process lives. The kernel drops it when the process dies,
+// SIGKILL included.
 type Lease struct {
 	r    *Root
 	name string
 	fl   *flock.Flock
-}
-
-// leaseName is the lease file of a participant, relative to the root.
-func leaseName(id owner.Identity) string {
-	return leasesDir + "/" + strconv.Itoa(id.PID) + "-" + strconv.FormatUint(id.StartTime, 10)
 }
 
 // leaseWait bounds how long Lease retries a contended lease file.
@@ -273,7 +268,10 @@ func (r *Root) Lease() (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := leaseName(self)
+	name, ok := leaseName(self)
+	if !ok {
+		return nil, fmt.Errorf("journal: lease: boot id %q cannot name a lease file", self.BootID)
+	}
 	// A recoverer probing the lease (LeaseOf takes a shared lock for an
 	// instant) or removing a file it found free just before we locked it
 	// can make one attempt fail; the lease is ours by name, so try again
@@ -367,9 +365,17 @@ const (
 	LeaseFree
 )
 
-// LeaseOf reports the state of the lease of the participant id.
+// LeaseOf reports the state of the lease of the participant id. A
+// participant of another boot (or host) has no lease that proves anything
+// here: LeaseNone, whatever its file says, so its identity decides.
 func (r *Root) LeaseOf(id owner.Identity) (LeaseState, error) {
-	name := leaseName(id)
+	if boot, err := owner.BootID(); err != nil || id.BootID != boot {
+		return LeaseNone, nil
+	}
+	name, ok := leaseName(id)
+	if !ok {
+		return LeaseNone, nil
+	}
 	fl := r.newFlock(name, false)
 	defer fl.Close()
 	ok, err := fl.TryRLock()

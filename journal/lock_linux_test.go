@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -506,7 +507,9 @@ func TestLeaseSelf(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, LeaseNone, st, "Close releases and removes the lease")
 	assert.Empty(t, scan(t, r).Leases)
-	assert.True(t, strings.HasPrefix(leaseName(self), leasesDir+"/"))
+	name, ok := leaseName(self)
+	require.True(t, ok)
+	assert.True(t, strings.HasPrefix(name, leasesDir+"/"))
 }
 
 // within runs f, failing the test if it blocks.
@@ -542,11 +545,54 @@ func TestLockFilesReplacedByFIFO(t *testing.T) {
 		assert.ErrorIs(t, err, ErrUnsafeRoot)
 	})
 
-	id := owner.Identity{PID: 1, StartTime: 1}
-	require.NoError(t, syscall.Mkfifo(filepath.Join(r.Path(), leaseName(id)), 0o600))
+	id, err := owner.Self()
+	require.NoError(t, err)
+	id.PID, id.StartTime = 1, 1
+	name, ok := leaseName(id)
+	require.True(t, ok)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(r.Path(), name), 0o600))
 	within(t, func() {
 		_, err := r.LeaseOf(id)
 		assert.ErrorIs(t, err, ErrUnsafeRoot)
 	})
 	require.NoError(t, r.Close())
+}
+
+// TestLeaseOfAnotherBoot: leases are per boot. A lease file of an earlier
+// boot, even one a live process holds (forged), is never proof of life; a
+// free lease named the way version 1 named leases (no boot id) is never
+// proof of death for the current process with that PID and start time.
+func TestLeaseOfAnotherBoot(t *testing.T) {
+	r := newRoot(t)
+	self, err := owner.Self()
+	require.NoError(t, err)
+	earlier := self
+	earlier.BootID = "00000000-0000-4000-8000-000000000000"
+	name, ok := leaseName(earlier)
+	require.True(t, ok)
+	f, err := os.OpenFile(filepath.Join(r.Path(), name), os.O_CREATE|os.O_RDONLY, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+	st, err := r.LeaseOf(earlier)
+	require.NoError(t, err)
+	assert.Equal(t, LeaseNone, st, "a held lease of an earlier boot proves nothing")
+
+	legacy := filepath.Join(r.Path(), leasesDir, strconv.Itoa(self.PID)+"-"+strconv.FormatUint(self.StartTime, 10))
+	require.NoError(t, os.WriteFile(legacy, nil, 0o600))
+	st, err = r.LeaseOf(self)
+	require.NoError(t, err)
+	assert.Equal(t, LeaseNone, st, "a free lease without a boot id is not this process's")
+
+	s := scan(t, r)
+	require.Len(t, s.Leases, 2)
+	for _, l := range s.Leases {
+		assert.NotEqual(t, self, l.Participant)
+	}
+	// The legacy file is free: a teardown removes it; the held one stays.
+	x, err := r.LockExclusive(waitCtx(t))
+	require.NoError(t, err)
+	defer x.Unlock()
+	require.ErrorIs(t, x.RemoveRoot(), ErrInUse)
+	assert.NoFileExists(t, legacy)
 }

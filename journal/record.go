@@ -16,8 +16,10 @@ import (
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
-// SchemaVersion is the record format this package writes and accepts.
-const SchemaVersion = 1
+// SchemaVersion is the record format this package writes. It also accepts
+// the versions listed in [validVersion]: version 1 records (identities
+// without a PID namespace, cgroups without an id) stay readable.
+const SchemaVersion = 2
 
 // MaxRecordSize is the largest record file believed (invariant 4).
 const MaxRecordSize = 64 << 10
@@ -65,6 +67,10 @@ type Record struct {
 	// Cgroup is the absolute path of a cgroup v2 directory that holds the
 	// subject's whole tree.
 	Cgroup string `json:"cgroup,omitempty"`
+	// CgroupID is that directory's cgroup id (its inode on cgroup2),
+	// recorded once the group exists: recovery acts only on a group at
+	// Cgroup whose id is still this one.
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
 	// Note is free text for reports, such as why a run has no cgroup.
 	Note    string    `json:"note,omitempty"`
 	Phase   Phase     `json:"phase"`
@@ -134,7 +140,7 @@ func writerOf(id string) (pid int, start uint64, ok bool) {
 func (rec *Record) Validate() error {
 	bad := func(format string, a ...any) error { return fmt.Errorf(format, a...) }
 	switch {
-	case rec.Version != SchemaVersion:
+	case !validVersion(rec.Version):
 		return bad("unknown schema version %d (want %d)", rec.Version, SchemaVersion)
 	case !ValidID(rec.ID):
 		return bad("invalid id %q", rec.ID)
@@ -192,7 +198,10 @@ func (rec *Record) Validate() error {
 	if err := rec.validateIdentities(); err != nil {
 		return err
 	}
-	return rec.validateText()
+	if err := rec.validateText(); err != nil {
+		return err
+	}
+	return rec.validateV2()
 }
 
 // reserved reports whether p is (inside) one of the journal's own entries.

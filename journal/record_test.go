@@ -14,26 +14,27 @@ import (
 )
 
 var (
-	testOwner   = owner.Identity{PID: 4242, StartTime: 987654, BootID: "0d8c7a3e-5f0e-4a57-9d3c-1c1a8f6b2f10", UID: 1000, Host: "build-1"}
-	testSubject = owner.Identity{PID: 4343, StartTime: 987700, BootID: "0d8c7a3e-5f0e-4a57-9d3c-1c1a8f6b2f10", UID: 1000, Host: "build-1"}
+	testOwner   = owner.Identity{PID: 4242, StartTime: 987654, BootID: "0d8c7a3e-5f0e-4a57-9d3c-1c1a8f6b2f10", UID: 1000, Host: "build-1", PIDNS: 4026531836}
+	testSubject = owner.Identity{PID: 4343, StartTime: 987700, BootID: "0d8c7a3e-5f0e-4a57-9d3c-1c1a8f6b2f10", UID: 1000, Host: "build-1", PIDNS: 4026532178}
 )
 
 // sampleRecord is a valid record with every field set.
 func sampleRecord() *Record {
 	subj := testSubject
 	return &Record{
-		Version: SchemaVersion,
-		ID:      "4242-987654-0a1b2c3d",
-		Kind:    KindTmux,
-		Label:   "e2e tmux",
-		Subject: &subj,
-		Owner:   testOwner,
-		PGID:    subj.PID,
-		Sockets: []string{"tmux-1", "socks/s2"},
-		Paths:   []string{"scratch", "work/dir"},
-		Cgroup:  "/sys/fs/cgroup/ownerjournal/run-1",
-		Phase:   PhaseLive,
-		Created: time.Date(2026, 5, 1, 12, 30, 0, 123e6, time.UTC),
+		Version:  SchemaVersion,
+		ID:       "4242-987654-0a1b2c3d",
+		Kind:     KindTmux,
+		Label:    "e2e tmux",
+		Subject:  &subj,
+		Owner:    testOwner,
+		PGID:     subj.PID,
+		Sockets:  []string{"tmux-1", "socks/s2"},
+		Paths:    []string{"scratch", "work/dir"},
+		Cgroup:   "/sys/fs/cgroup/ownerjournal/run-1",
+		CgroupID: 7321,
+		Phase:    PhaseLive,
+		Created:  time.Date(2026, 5, 1, 12, 30, 0, 123e6, time.UTC),
 	}
 }
 
@@ -56,8 +57,8 @@ func sampleJSON(t *testing.T, edit func(m map[string]any)) []byte {
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for _, rec := range []*Record{
 		sampleRecord(),
-		{Version: 1, ID: "1-0-00000000", Kind: KindProcess, Owner: testOwner, Phase: PhaseIntent},
-		{Version: 1, ID: "7-8-ffffffff", Kind: KindPath, Owner: testOwner, Paths: []string{"a"}, Phase: PhaseLive},
+		{Version: 2, ID: "1-0-00000000", Kind: KindProcess, Owner: testOwner, Phase: PhaseIntent},
+		{Version: 1, ID: "7-8-ffffffff", Kind: KindPath, Owner: owner.Identity{PID: 7, StartTime: 8, BootID: "b", Host: "h"}, Paths: []string{"a"}, Phase: PhaseLive},
 	} {
 		b, err := rec.Encode()
 		require.NoError(t, err)
@@ -153,7 +154,34 @@ func TestDecode(t *testing.T) {
 
 		// Version.
 		{name: "version 0", in: sampleJSON(t, set("version", 0)), reason: "unknown schema version"},
-		{name: "version 2", in: sampleJSON(t, set("version", 2)), reason: "unknown schema version"},
+		{name: "version 3", in: sampleJSON(t, set("version", 3)), reason: "unknown schema version"},
+		{name: "version 1 without the version 2 fields", in: sampleJSON(t, func(m map[string]any) {
+			m["version"] = 1
+			delete(m["owner"].(map[string]any), "pid_ns")
+			delete(m["subject"].(map[string]any), "pid_ns")
+			delete(m, "cgroup_id")
+		})},
+		{name: "version 1 with an owner pid_ns", in: sampleJSON(t, func(m map[string]any) {
+			m["version"] = 1
+			delete(m, "cgroup_id")
+			delete(m["subject"].(map[string]any), "pid_ns")
+		}), reason: "owner pid_ns in a version 1 record"},
+		{name: "version 1 with a subject pid_ns", in: sampleJSON(t, func(m map[string]any) {
+			m["version"] = 1
+			delete(m, "cgroup_id")
+			delete(m["owner"].(map[string]any), "pid_ns")
+		}), reason: "subject pid_ns in a version 1 record"},
+		{name: "version 1 with a cgroup_id", in: sampleJSON(t, func(m map[string]any) {
+			m["version"] = 1
+			delete(m["owner"].(map[string]any), "pid_ns")
+			delete(m["subject"].(map[string]any), "pid_ns")
+		}), reason: "cgroup_id in a version 1 record"},
+		{name: "cgroup_id without a cgroup", in: sampleJSON(t, del("cgroup")), reason: "without a cgroup"},
+		{name: "version 2 without pid_ns (darwin)", in: sampleJSON(t, func(m map[string]any) {
+			delete(m["owner"].(map[string]any), "pid_ns")
+			delete(m["subject"].(map[string]any), "pid_ns")
+		})},
+		{name: "negative pid_ns", in: sampleJSON(t, setIn("owner", "pid_ns", -1)), reason: "not a record"},
 		{name: "no version", in: sampleJSON(t, del("version")), reason: "unknown schema version"},
 
 		// Ids.
@@ -294,6 +322,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"id":"1-2-abcdef01","kind":"process","owner":{"pid":1},"phase":"intent","created":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"Version":1}`))
 	f.Add([]byte(`{"version":1,"version":1}`))
+	f.Add([]byte(`{"version":2,"id":"1-2-abcdef01","kind":"process","owner":{"pid":1,"start_time":2,"boot_id":"b","uid":0,"host":"h","pid_ns":4026531836},"phase":"intent","created":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"version":1,"id":"1-2-abcdef01","kind":"process","owner":{"pid":1,"start_time":2,"boot_id":"b","uid":0,"host":"h","pid_ns":4026531836},"phase":"intent","created":"2026-01-01T00:00:00Z"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rec, err := Decode(in)
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -144,8 +143,11 @@ type TempFile struct {
 
 // LeaseFile is a participant's lease file.
 type LeaseFile struct {
-	Name        string
-	Participant owner.Identity // PID and StartTime only
+	Name string
+	// Participant has the PID, start time, PID namespace and boot id of
+	// the lease's holder (an empty boot id: a lease named before leases
+	// carried it).
+	Participant owner.Identity
 }
 
 // Scan is a snapshot of a root's journal.
@@ -237,14 +239,12 @@ func (r *Root) scanLeases(s *Scan) error {
 		return fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
 	for _, e := range ents {
-		pidS, startS, ok := strings.Cut(e.Name(), "-")
-		pid, err1 := strconv.Atoi(pidS)
-		start, err2 := strconv.ParseUint(startS, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
+		id, ok := parseLeaseName(e.Name())
+		if !ok {
 			s.Extra = append(s.Extra, leasesDir+"/"+e.Name())
 			continue
 		}
-		s.Leases = append(s.Leases, LeaseFile{Name: e.Name(), Participant: owner.Identity{PID: pid, StartTime: start}})
+		s.Leases = append(s.Leases, LeaseFile{Name: e.Name(), Participant: id})
 	}
 	return nil
 }

@@ -167,9 +167,9 @@ func TestScanFileChecks(t *testing.T) {
 			return id + ".json"
 		}, "not a record"},
 		{"unknown version", func(t *testing.T, recs, id string, valid []byte) string {
-			write(t, filepath.Join(recs, id+".json"), bytes.Replace(valid, []byte(`"version": 1`), []byte(`"version": 2`), 1), 0o600)
+			write(t, filepath.Join(recs, id+".json"), bytes.Replace(valid, []byte(`"version": 2`), []byte(`"version": 3`), 1), 0o600)
 			return id + ".json"
-		}, "unknown schema version 2"},
+		}, "unknown schema version 3"},
 		{"unknown field", func(t *testing.T, recs, id string, valid []byte) string {
 			write(t, filepath.Join(recs, id+".json"), bytes.Replace(valid, []byte(`{`), []byte(`{"extra": true,`), 1), 0o600)
 			return id + ".json"

@@ -28,5 +28,19 @@
 // ancestors, and [Process.SignalGroup] refuses a group that holds any of them
 // ([ErrRefused]).
 //
+// PID namespaces (Linux): an [Identity] carries the PID namespace its PID
+// is a number in (Identity.PIDNS, the inode of /proc/self/ns/pid). From an
+// ancestor namespace the PID is translated through the NSpid lines of
+// /proc/PID/status of the processes in that namespace and below it (found
+// by /proc/PID/ns/pid and NS_GET_PARENT, ioctl_ns(2), Linux 4.9), and only
+// a unique match that also passes every other check is believed; [Open]
+// then holds the translated process. A namespace that cannot be seen from
+// here (an ancestor or a sibling) is unknown; one with no process left is
+// dead only for a caller in the initial namespace, which sees them all. A
+// /proc that belongs to another PID namespace than the caller's is refused
+// (every PID read there would name another process). Start times are read
+// in the caller's time namespace: identities written in a time namespace
+// with a boot-time offset do not match.
+//
 // All functions are safe for concurrent use.
 package owner

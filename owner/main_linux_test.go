@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 		"signal-own-group":       childSignalOwnGroup,
 		"signal-ancestors-group": childSignalAncestorsGroup,
 		"check-fixture":          childCheckFixture,
+		"ns-holder":              childNSHolder,
+		"ns-check":               childNSCheck,
+		"ns-sleep":               childNSSleep,
+		"ns-self":                childNSSelf,
 	})
 }
 

@@ -36,6 +36,11 @@ type Identity struct {
 	BootID    string `json:"boot_id"`
 	UID       int    `json:"uid"`
 	Host      string `json:"host"`
+	// PIDNS is the inode of the PID namespace PID is a number in (the
+	// writer's /proc/self/ns/pid, Linux 3.8). Zero means "not recorded"
+	// (darwin has no PID namespaces; records written before the field
+	// existed): the PID is then read in the checker's own namespace.
+	PIDNS uint64 `json:"pid_ns,omitempty"`
 }
 
 // String formats the identity for messages.
@@ -81,9 +86,16 @@ type procInfo struct {
 	ppid      int
 	pgid      int
 	zombie    bool
+	// pid is the process's PID in the caller's namespace: the recorded
+	// PID, or its translation from the recorded namespace.
+	pid int
 }
 
 var hostOnce = sync.OnceValues(os.Hostname)
+
+// BootID returns the current boot's id (/proc/sys/kernel/random/boot_id on
+// Linux, kern.bootsessionuuid on darwin), read once.
+func BootID() (string, error) { return bootID() }
 
 // Self returns the identity of the calling process.
 func Self() (Identity, error) { return Of(os.Getpid()) }
@@ -103,6 +115,10 @@ func Of(pid int) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("owner: host name: %w", err)
 	}
+	ns, err := selfPIDNS()
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", err, ErrUnverifiable)
+	}
 	info, err := readProc(pid)
 	if err != nil {
 		return Identity{}, err
@@ -110,13 +126,20 @@ func Of(pid int) (Identity, error) {
 	if info.zombie {
 		return Identity{}, errs.Wrapf(ErrGone, "owner: pid %d is a zombie", pid)
 	}
-	return Identity{PID: pid, StartTime: info.startTime, BootID: boot, UID: info.uid, Host: host}, nil
+	return Identity{PID: pid, StartTime: info.startTime, BootID: boot, UID: info.uid, Host: host, PIDNS: ns}, nil
 }
 
 // Check tells whether the process named by id is running. It never signals
 // and never returns Alive for a process whose start time, boot id, UID or
 // host differs from id. An identity with a field missing ([Identity.Complete])
 // is Unknown, never Dead: a missing field proves nothing.
+//
+// An identity recorded in another PID namespace (id.PIDNS) is judged in
+// that namespace: from an ancestor namespace its PID is translated through
+// the NSpid line of /proc/PID/status of the processes in the recorded
+// namespace (and below it), and only a unique match is believed. A
+// namespace that cannot be seen from here (an ancestor or a sibling of
+// ours, or one whose processes cannot be read) is Unknown, never Dead.
 func Check(id Identity) Verdict {
 	v, _ := check(id)
 	return v
@@ -141,22 +164,38 @@ func check(id Identity) (Verdict, procInfo) {
 	if id.BootID != boot {
 		return Verdict{Dead, fmt.Sprintf("recorded in an earlier boot (%s)", id.BootID)}, procInfo{}
 	}
+	if id.PIDNS != 0 {
+		self, err := selfPIDNS()
+		if err != nil {
+			return Verdict{Unknown, err.Error()}, procInfo{}
+		}
+		if id.PIDNS != self {
+			return checkForeign(id, self)
+		}
+	}
 	info, err := readProc(id.PID)
+	return judge(id, id.PID, fmt.Sprintf("pid %d", id.PID), info, err)
+}
+
+// judge compares what was read about the process at local PID pid (named
+// what in reasons) with id.
+func judge(id Identity, pid int, what string, info procInfo, err error) (Verdict, procInfo) {
+	info.pid = pid
 	switch {
 	case errors.Is(err, ErrGone):
-		return Verdict{Dead, fmt.Sprintf("pid %d not running", id.PID)}, procInfo{}
+		return Verdict{Dead, what + " not running"}, procInfo{}
 	case err != nil:
 		return Verdict{Unknown, err.Error()}, procInfo{}
 	case info.startTime != id.StartTime:
-		return Verdict{Dead, fmt.Sprintf("pid %d reused (start time %d, recorded %d)", id.PID, info.startTime, id.StartTime)}, procInfo{}
+		return Verdict{Dead, fmt.Sprintf("%s reused (start time %d, recorded %d)", what, info.startTime, id.StartTime)}, procInfo{}
 	case info.zombie:
-		return Verdict{Dead, fmt.Sprintf("pid %d is a zombie", id.PID)}, procInfo{}
+		return Verdict{Dead, what + " is a zombie"}, procInfo{}
 	case info.uid != id.UID:
 		// Same PID and start time but another UID: either a setuid change
 		// or a forged record. Neither may be acted on.
-		return Verdict{Unknown, fmt.Sprintf("pid %d runs as uid %d, recorded %d", id.PID, info.uid, id.UID)}, procInfo{}
+		return Verdict{Unknown, fmt.Sprintf("%s runs as uid %d, recorded %d", what, info.uid, id.UID)}, procInfo{}
 	}
-	return Verdict{Alive, fmt.Sprintf("pid %d running", id.PID)}, info
+	return Verdict{Alive, what + " running"}, info
 }
 
 // verify returns nil if id is alive, or an error wrapping ErrGone or
@@ -205,9 +244,17 @@ type Process struct {
 // cannot redirect it. It returns an error wrapping [ErrGone] if the process is
 // not running (or the PID is reused), [ErrUnverifiable] if it cannot be
 // verified, and [ErrRefused] for the caller and its ancestors.
+//
+// An identity recorded in another PID namespace is first translated (see
+// [Check]); the handle is then opened on the translated PID and verified
+// again, so the process it reaches is the one the unique match named.
 func Open(id Identity) (*Process, error) {
 	if err := id.Complete(); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ErrUnverifiable)
+	}
+	id, err := local(id)
+	if err != nil {
+		return nil, err
 	}
 	if err := refuseSelfOrAncestor(id.PID); err != nil {
 		return nil, err
@@ -219,7 +266,31 @@ func Open(id Identity) (*Process, error) {
 	return &Process{id: id, h: h}, nil
 }
 
-// Identity returns the verified identity the handle was opened for.
+// local returns id as seen from the caller's PID namespace: id itself when
+// it was recorded here (or without a namespace), else its verified
+// translation (PID and PIDNS of this namespace).
+func local(id Identity) (Identity, error) {
+	if id.PIDNS == 0 {
+		return id, nil
+	}
+	self, err := selfPIDNS()
+	if err != nil {
+		return id, fmt.Errorf("%w: %w", err, ErrUnverifiable)
+	}
+	if id.PIDNS == self {
+		return id, nil
+	}
+	info, err := verify(id)
+	if err != nil {
+		return id, err
+	}
+	id.PID, id.PIDNS = info.pid, self
+	return id, nil
+}
+
+// Identity returns the verified identity the handle was opened for, as
+// seen from the caller's PID namespace: an identity recorded in another
+// namespace comes back with its translated PID and this namespace.
 func (p *Process) Identity() Identity { return p.id }
 
 // Signal sends sig to the process. It returns an error wrapping [ErrGone] if
@@ -269,6 +340,33 @@ func GroupAlive(pgid int) (bool, error) {
 	}
 	return groupAlive(pgid)
 }
+
+// GroupAliveOf is [GroupAlive] for the process group led by leader, whose
+// PID (and so the group's id) is a number in leader.PIDNS. A group in
+// another PID namespace is read through the NSpgid lines of its members;
+// one in a namespace not visible from here is an error wrapping
+// [ErrUnverifiable].
+func GroupAliveOf(leader Identity) (bool, error) {
+	if leader.PIDNS != 0 {
+		self, err := selfPIDNS()
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", err, ErrUnverifiable)
+		}
+		if leader.PIDNS != self {
+			return groupAliveForeign(leader.PIDNS, leader.PID, self)
+		}
+	}
+	return GroupAlive(leader.PID)
+}
+
+// LiveElsewhere reports whether a live process that a PID namespace below
+// the caller's calls pid started at start (clock ticks since boot). It is
+// for a writer known only by PID and start time (a temp file's name), whose
+// namespace was not recorded: a container's writer may be alive although
+// this namespace's pid names another process or none. Namespaces above or
+// beside the caller's cannot be seen. It reads every process's status, so
+// it is meant for the rare leftover, not for hot paths.
+func LiveElsewhere(pid int, start uint64) (bool, error) { return liveElsewhere(pid, start) }
 
 // GroupOf returns the process group id of pid.
 func GroupOf(pid int) (int, error) {

@@ -23,7 +23,13 @@
 //     grace again; exits are confirmed on the pidfd. N orphans cost about one
 //     grace period, not N.
 //   - A signal goes only through a handle verified against the recorded
-//     identity, never to the recoverer or its ancestors.
+//     identity, never to the recoverer or its ancestors. An identity is
+//     judged in the PID namespace it was recorded in (see package owner); a
+//     namespace this recoverer cannot see makes the record unknown.
+//   - A recorded cgroup is killed only while the group at its path has the
+//     recorded cgroup id and lies in a base this user may create groups
+//     in; otherwise (a group made again by that name, a version 1 record
+//     without an id) the record is retained with the reason.
 //   - A socket is unlinked only when it lies in the root, is a socket of
 //     ours and nothing answers on it any more; a tmux server behind it is
 //     stopped first with `tmux -S SOCKET kill-server` under a scrubbed

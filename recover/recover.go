@@ -348,7 +348,7 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	// The cgroup goes after the subject had its grace period: it catches
 	// every member the journal does not name (setsid daemons included).
 	if rec.Cgroup != "" {
-		if msg, err := endCgroup(ctx, rec.Cgroup, r.opts.Grace); err != nil {
+		if msg, err := endCgroup(ctx, rec.Cgroup, rec.CgroupID, r.opts.Grace); err != nil {
 			retained = append(retained, err.Error())
 		} else if msg != "" {
 			did(msg)
@@ -386,7 +386,7 @@ func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []strin
 		// group cannot be signalled safely without it (invariant 5). If
 		// members no record named still live, the record and its root
 		// stay: a kept root is recoverable later, a removed one is not.
-		if alive, err := owner.GroupAlive(rec.PGID); err != nil || alive {
+		if alive, err := owner.GroupAliveOf(*rec.Subject); err != nil || alive {
 			a.Retained = fmt.Sprintf("leader pid %d is dead but its process group %d still has live members (or cannot be read)", rec.Subject.PID, rec.PGID)
 			r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
 			return
@@ -463,6 +463,15 @@ func (r *run) cleanTemps(scan *journal.Scan) {
 		case err != nil && !errors.Is(err, owner.ErrGone):
 			r.rep.Retained++
 			r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("temp file %s: writer cannot be verified: %v", t.Name, err))
+			continue
+		}
+		// The name does not say in which PID namespace the writer runs:
+		// one below ours (a container's) may be publishing right now.
+		if alive, err := owner.LiveElsewhere(t.Writer.PID, t.Writer.StartTime); err != nil || alive {
+			if err != nil {
+				r.rep.Retained++
+				r.rep.Problems = append(r.rep.Problems, fmt.Sprintf("temp file %s: writer cannot be verified: %v", t.Name, err))
+			}
 			continue
 		}
 		if r.opts.DryRun {

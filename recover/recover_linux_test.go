@@ -109,7 +109,7 @@ func TestClassifyLease(t *testing.T) {
 
 	// Released (the file stays while its lock is free): the owner counts as
 	// dead although it runs.
-	lease, err := os.OpenFile(filepath.Join(r.Path(), "leases", fmt.Sprintf("%d-%d", self.PID, self.StartTime)), os.O_RDONLY, 0)
+	lease, err := os.OpenFile(filepath.Join(r.Path(), "leases", fmt.Sprintf("%d-%d-%d-%s", self.PID, self.StartTime, self.PIDNS, self.BootID)), os.O_RDONLY, 0)
 	require.NoError(t, err)
 	defer lease.Close()
 	require.NoError(t, r.ReleaseLease())

@@ -73,6 +73,9 @@ func testHostile(t *testing.T, e *env) {
 		{"socket owned by another user", hostileForeignSocket},
 		{"path resource is a symlink out of the root", hostileSymlinkPath},
 		{"TMUX in the caller's environment", hostileTMUX},
+		{"record naming the bait in another PID namespace", hostileForeignNamespace},
+		{"cgroup removed and made again under the recorded name", hostileCgroupReplaced},
+		{"free lease without a boot id naming a live owner", hostileLegacyFreeLease},
 	}
 	cases = append(cases, identityHostile...)
 	for _, c := range cases {
@@ -348,7 +351,7 @@ func hostileRecordNotJSON(h *hostile) bool {
 
 func hostileRecordVersion(h *hostile) bool {
 	return h.plantRecord("version", func(path string, valid []byte) {
-		v2 := strings.Replace(string(valid), `"version": 1`, `"version": 2`, 1)
+		v2 := strings.Replace(string(valid), `"version": 2`, `"version": 3`, 1)
 		require.NotEqual(h.t, string(valid), v2)
 		require.NoError(h.t, os.WriteFile(path, []byte(v2), 0o600))
 	})

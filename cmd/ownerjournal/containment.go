@@ -20,6 +20,7 @@ type containment struct {
 	name    string // the planned group's name; empty without a cgroup
 	planned string // its path: recorded before the group is created
 	g       *cgroup.Group
+	id      uint64 // the group's cgroup id, once created
 	// why says why there is no cgroup (mode off, or unavailable).
 	why string
 }
@@ -54,6 +55,12 @@ func (c *containment) create(mode string) error {
 		return nil
 	}
 	g, err := c.h.Create(c.name)
+	if err == nil {
+		if c.id, err = g.ID(); err != nil {
+			g.Remove()
+			g.Close()
+		}
+	}
 	if err != nil {
 		c.name, c.planned = "", ""
 		if mode == "require" {

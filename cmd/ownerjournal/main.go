@@ -47,7 +47,7 @@ const usage = `usage:
   ownerjournal status [--root DIR] [--json | --tree]
   ownerjournal reopen [--root DIR]
   ownerjournal forget [--root DIR] FILE
-  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json]
+  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json] [--as-owner]
 
 The root is --root DIR, else $OWNERJOURNAL_ROOT.
 Exit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).
@@ -383,6 +383,7 @@ func (c *cli) recover(args []string) error {
 	dry := f.Bool("dry-run", false, "classify and plan; change nothing")
 	keep := f.Bool("keep-root", false, "never remove the root")
 	asJSON := f.Bool("json", false, "print one JSON document")
+	asOwner := f.Bool("as-owner", false, asOwnerHelp)
 	if err := parse(f, args); err != nil {
 		return err
 	}
@@ -400,6 +401,11 @@ func (c *cli) recover(args []string) error {
 	p, err := rootPath(*rootFlag)
 	if err != nil {
 		return err
+	}
+	if *asOwner {
+		if handled, err := c.asOwner(p, args); handled {
+			return err
+		}
 	}
 	r, err := journal.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {

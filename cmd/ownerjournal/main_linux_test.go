@@ -112,6 +112,8 @@ func helperMain(args []string) int {
 		err = startSelf(rest, nil)
 	case "mute":
 		err = helperMute(rest)
+	case "nswrite":
+		return helperNSWrite(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

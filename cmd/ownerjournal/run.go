@@ -186,7 +186,16 @@ func (s *supervisor) start(argv []string) error {
 		s.root.Retire(rec.ID)
 		return err
 	}
-	rec.Cgroup, rec.Note = s.cg.path(), s.cg.why
+	rec.Cgroup, rec.CgroupID, rec.Note = s.cg.path(), s.cg.id, s.cg.why
+	if rec.CgroupID != 0 {
+		// Record the group's id before CMD runs in it: recovery acts only
+		// on the group with this id, never on one made later by that name.
+		if err := adm.Publish(rec); err != nil {
+			s.root.Retire(rec.ID)
+			s.cg.remove()
+			return err
+		}
+	}
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	s.cmd.SysProcAttr = childAttr(s.cg)

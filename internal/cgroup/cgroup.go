@@ -28,6 +28,10 @@ var (
 	// calling process or one of its ancestors (or whose check could not
 	// read the caller's ancestry).
 	ErrContainsCaller = errors.New("cgroup: group contains the calling process or an ancestor")
+	// ErrReplaced means the group at a recorded path is not the recorded
+	// one: its cgroup id differs (the group was removed and another made
+	// under the same name).
+	ErrReplaced = errors.New("cgroup: group at the recorded path is another one")
 )
 
 // Test seams: where the caller's mounts and cgroup membership are read.
@@ -94,6 +98,16 @@ func (h Hierarchy) Create(name string) (*Group, error) {
 // progress.
 func OpenGroup(path string) (*Group, error) { return openGroup(path) }
 
+// OpenRecorded opens the group a record names by path and cgroup id ([Group.ID]
+// when the group was created). It checks what [OpenGroup] checks, and also
+// that the group's parent is a base the caller may create groups in (a
+// delegated subtree, or any group for root: what [Detect] requires of a
+// parent) and that the opened group's id is id; otherwise the error wraps
+// [ErrNotGroup] or [ErrReplaced]. The id is compared on the opened
+// descriptor, which every later operation goes through. A path that does
+// not exist returns an error wrapping [fs.ErrNotExist].
+func OpenRecorded(path string, id uint64) (*Group, error) { return openRecorded(path, id) }
+
 // Group is an open cgroup v2 group: a directory on a cgroup2 filesystem held
 // open by file descriptor, so that control files are reached through the
 // descriptor rather than by path.
@@ -125,6 +139,20 @@ func (g *Group) FD() int {
 		return -1
 	}
 	return g.fd
+}
+
+// ID returns the group's cgroup id: the inode number of its directory on the
+// cgroup2 filesystem, which on 64-bit systems is the id the kernel gives the
+// group (kernfs node id, Linux 5.5; what name_to_handle_at(2) encodes and
+// bpf_get_current_cgroup_id reports). A group removed and made again under
+// the same name has another id.
+func (g *Group) ID() (uint64, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if !g.open {
+		return 0, g.closedErr("id")
+	}
+	return g.id()
 }
 
 // Kill ends every process in the group and in its descendant groups and

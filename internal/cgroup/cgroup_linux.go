@@ -209,6 +209,36 @@ func openGroup(p string) (*Group, error) {
 	return nil, fmt.Errorf("cgroup: open group: %w", err)
 }
 
+func openRecorded(p string, id uint64) (*Group, error) {
+	g, err := openGroup(p)
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Dir(g.path)
+	if err := writable(base); err != nil {
+		g.close()
+		return nil, fmt.Errorf("%w: %s does not lie in a base this user may create groups in: %w", ErrNotGroup, g.path, err)
+	}
+	got, err := g.id()
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	if got != id {
+		g.close()
+		return nil, fmt.Errorf("%w: %s has cgroup id %d, recorded %d", ErrReplaced, g.path, got, id)
+	}
+	return g, nil
+}
+
+func (g *Group) id() (uint64, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(g.fd, &st) }); err != nil {
+		return 0, &fs.PathError{Op: "fstat", Path: g.path, Err: err}
+	}
+	return st.Ino, nil
+}
+
 // openDir opens p as a group and checks, on the opened descriptor, that it
 // is a cgroup2 directory.
 func openDir(p string) (*Group, error) {

@@ -17,6 +17,10 @@ func (Hierarchy) create(string) (*Group, error) { return nil, errNoCgroups }
 
 func openGroup(string) (*Group, error) { return nil, errNoCgroups }
 
+func openRecorded(string, uint64) (*Group, error) { return nil, errNoCgroups }
+
+func (*Group) id() (uint64, error) { return 0, errNoCgroups }
+
 func (*Group) kill(context.Context) error { return errNoCgroups }
 func (*Group) remove() error              { return errNoCgroups }
 func (*Group) procs() ([]int, error)      { return nil, errNoCgroups }

@@ -131,6 +131,10 @@ type Options struct {
 	// Credential, when set, runs the child as another user; the test
 	// binary is copied to a directory that user can read.
 	Credential *syscall.Credential
+	// Wrap, when set, is a command that runs the child as its last
+	// argument: ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
+	// starts it in a new PID namespace (see [Unshare]).
+	Wrap []string
 }
 
 // Start re-executes the test binary as the child name (see [Main]), with
@@ -152,6 +156,9 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 		require.NoError(t, os.Chown(readyDir, int(o.Credential.Uid), int(o.Credential.Gid)))
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
+	if len(o.Wrap) > 0 {
+		cmd = exec.Command(o.Wrap[0], append(o.Wrap[1:], exe, "-test.run=^$")...)
+	}
 	cmd.Env = append(os.Environ(), envChild+"="+name, envReady+"="+readyDir)
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = "/"
@@ -170,6 +177,16 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 		}
 	})
 	return c
+}
+
+// Executable returns a copy of the test binary that every user can read
+// and execute (the go-build directory is 0700), for a child run as another
+// user; [Main] removes it after the tests.
+func Executable(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return copyExecutable(t, exe)
 }
 
 var (
@@ -200,6 +217,17 @@ func copyExecutable(t testing.TB, exe string) string {
 	require.NoError(t, errors.Join(err, out.Close()))
 	copied = dst
 	return dst
+}
+
+// Unshare returns the command prefix that starts a child in a new PID
+// namespace with a procfs of its own (util-linux unshare(1); the Makefile's
+// prereqs install it). A missing unshare fails the test: it is a
+// prerequisite, never a reason to skip.
+func Unshare(t testing.TB) []string {
+	t.Helper()
+	p, err := exec.LookPath("unshare")
+	require.NoError(t, err, "unshare(1) from util-linux is required (make prereqs installs it)")
+	return []string{p, "--pid", "--fork", "--mount-proc", "--kill-child", "--"}
 }
 
 // PID is the child's process id.
