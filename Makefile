@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node demo reliability bench
+.PHONY: all build test vet fuzz prereqs tmux node demo reliability bench npm npm-lock node-projects
 all: build
 
 # CGO_ENABLED=0: a static binary starts about a millisecond faster (the net
@@ -38,7 +38,25 @@ node:
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { echo "error: Node.js 20 or later is required (found $$(node --version))" >&2; exit 1; }
 	cd testdata/playwright && npm ci --no-audit --no-fund --prefer-offline >/dev/null
 
-prereqs: tmux node
+# The npm packages (see js/pack-npm.js): the helper with its `bin`, and one
+# package per platform holding the binary, cross-compiled with
+# CGO_ENABLED=0, as tarballs in dist/npm/. The version is
+# js/ownerjournal/package.json's.
+npm: node
+	GO=$(GO) node js/pack-npm.js dist/npm
+
+# The Jest and Vitest projects install the packed tarballs of `make npm`
+# from their lock files (no Go toolchain needed to use them).
+NODE_PROJECTS := testdata/jest testdata/vitest
+node-projects: npm
+	for d in $(NODE_PROJECTS); do (cd $$d && npm ci --no-audit --no-fund --prefer-offline >/dev/null); done
+
+# After changing a Node project's package.json: new lock files, without
+# the integrity of the local tarballs (see js/lock-local.js).
+npm-lock: npm
+	for d in $(NODE_PROJECTS); do (cd $$d && npm install --no-audit --no-fund >/dev/null) && node js/lock-local.js $$d/package-lock.json; done
+
+prereqs: tmux node node-projects
 
 # The crash-and-recover story on the default root.
 demo: tmux build
