@@ -86,7 +86,7 @@ reliability: prereqs
 # tree-kill, a sequential 25 ms-polling reaper). Raw `go test -bench` output
 # goes to bench/gobench.out (benchstat-friendly), the figures to
 # bench/driver.out, one `bench: NAME = VALUE` line each.
-bench: build node
+bench: build node node-projects
 	@command -v strace >/dev/null 2>&1 || { \
 	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; } \
 	  || { echo "error: strace is required by make bench (fsync count) and could not be installed" >&2; exit 1; }; }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/procenv"
 	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
@@ -298,22 +299,13 @@ func (p proc) waitGone(d time.Duration) bool {
 // marker (KEY=VALUE): everything a run started inherits the run's private
 // XDG_RUNTIME_DIR, so this finds what a run left whatever its PID.
 func markedProcs(marker string) []proc {
-	ents, _ := os.ReadDir("/proc")
 	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+marker+"\x00")) {
-			continue
-		}
+	for _, pid := range procenv.Marked(marker) {
 		s, err := readStat(pid)
 		if err != nil || s.state == 'Z' || s.state == 'X' {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		out = append(out, proc{What: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), PID: pid, Start: s.start})
 	}
 	return out
@@ -556,17 +548,7 @@ func (w *world) start(rn *nodeRunner, name string, release bool, args ...string)
 	if release {
 		touch(t, filepath.Join(r.sync, "release"))
 	}
-	env := []string{}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "OWNERJOURNAL_ROOT", k == "OWNERJOURNAL_BIN", k == "XDG_RUNTIME_DIR", k == "TMUX", k == "TMUX_PANE", k == "CI",
-			strings.HasPrefix(k, "OJ_"), strings.HasPrefix(k, "PLAYWRIGHT_"), strings.HasPrefix(k, "PW_"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, npmQuiet...)
+	env := append(procenv.Scrubbed(os.Environ()), npmQuiet...)
 	if rn.packed {
 		path := pathWithout("go", "ownerjournal")
 		require.NotEqual(t, os.Getenv("PATH"), path, "go is on PATH, so the packed run must not have it")
