@@ -1,9 +1,10 @@
 'use strict';
 /**
  * ownerjournal: a zero-dependency CommonJS helper that wraps the
- * `ownerjournal` CLI for Node test runners. Playwright is the intended
- * user (see global-setup.js and global-teardown.js), but nothing here
- * depends on it.
+ * `ownerjournal` CLI for Node test runners: Playwright and Jest (see
+ * global-setup.js and global-teardown.js) and Vitest (vitest.js); nothing
+ * here depends on any of them. The binary comes from this platform's
+ * package (see platform.js).
  *
  * In the runner process:
  *
