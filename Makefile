@@ -6,7 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build test vet fuzz prereqs tmux node unshare demo demo-tools reliability bench
+.PHONY: all build test vet fuzz prereqs tmux node unshare demo demo-tools reliability bench npm npm-lock node-projects
 all: build
 
 # CGO_ENABLED=0: a static binary starts about a millisecond faster (the net
@@ -46,8 +46,6 @@ unshare:
 	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null; } \
 	  || { echo "error: unshare (util-linux) is required by the PID namespace tests and could not be installed" >&2; exit 1; }; }
 
-prereqs: tmux node unshare
-
 # jq and curl are what the demo script drives the e2e server with: install
 # them like tmux when missing, or fail saying which one and why.
 demo-tools:
@@ -55,6 +53,26 @@ demo-tools:
 	  echo "$$t not found: installing it with apt-get (make demo reads the server's JSON with jq and calls it with curl)" >&2; \
 	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$t >/dev/null; } \
 	  || { echo "error: $$t is required by make demo and could not be installed; install $$t and retry" >&2; exit 1; }; done
+
+# The npm packages (see js/pack-npm.js): the helper with its `bin`, and one
+# package per platform holding the binary, cross-compiled with
+# CGO_ENABLED=0, as tarballs in dist/npm/. The version is
+# js/ownerjournal/package.json's.
+npm: node
+	GO=$(GO) node js/pack-npm.js dist/npm
+
+# The Jest and Vitest projects install the packed tarballs of `make npm`
+# from their lock files (no Go toolchain needed to use them).
+NODE_PROJECTS := testdata/jest testdata/vitest
+node-projects: npm
+	for d in $(NODE_PROJECTS); do (cd $$d && npm ci --no-audit --no-fund --prefer-offline >/dev/null); done
+
+# After changing a Node project's package.json: new lock files, without
+# the integrity of the local tarballs (see js/lock-local.js).
+npm-lock: npm
+	for d in $(NODE_PROJECTS); do (cd $$d && npm install --no-audit --no-fund >/dev/null) && node js/lock-local.js $$d/package-lock.json; done
+
+prereqs: tmux node unshare node-projects
 
 # The crash-and-recover story on the default root.
 demo: tmux demo-tools build
@@ -84,7 +102,7 @@ reliability: prereqs
 # tree-kill, a sequential 25 ms-polling reaper). Raw `go test -bench` output
 # goes to bench/gobench.out (benchstat-friendly), the figures to
 # bench/driver.out, one `bench: NAME = VALUE` line each.
-bench: build node
+bench: build node node-projects
 	@command -v strace >/dev/null 2>&1 || { \
 	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; } \
 	  || { echo "error: strace is required by make bench (fsync count) and could not be installed" >&2; exit 1; }; }

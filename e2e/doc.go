@@ -11,6 +11,13 @@
 // or root is left, and bystanders (a developer's tmux server, an unrelated
 // process, another live run's root) are untouched.
 //
+// The same scenarios (but the runner alone killed, the second Ctrl-C during
+// teardown, the dying runner and the retaining teardown) drive the Jest and
+// Vitest projects in testdata/jest and testdata/vitest (TestJest,
+// TestVitest), which install the packed npm tarballs of `make npm` and run
+// with no go and no ownerjournal on PATH; TestPacked covers the packages'
+// bin and where the helper finds the binary.
+//
 // The tests are Linux-only (pidfd, inotify, /proc) and need node, npm, go
 // and tmux; a missing one fails the tests, it never skips them. The package
 // has no non-test code.

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/procenv"
 	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
@@ -30,11 +31,49 @@ const timeout = 90 * time.Second
 
 // Built once by TestMain.
 var (
-	repoDir    string // the module root
-	projectDir string // testdata/playwright
-	ojBin      string // the ownerjournal CLI
-	serverBin  string // cmd/e2e-server
+	repoDir   string // the module root
+	ojBin     string // the ownerjournal CLI
+	serverBin string // cmd/e2e-server
 )
+
+// nodeRunner is a Node test runner whose project in testdata/ the tests
+// drive: the same scenarios, the same checks.
+type nodeRunner struct {
+	name    string
+	project string   // the directory under testdata/
+	argv    []string // after `npx --no`
+	// packed: the project installs the tarballs of `make npm` (the binary
+	// comes from its platform package): its runs get a PATH with no go and
+	// no ownerjournal on it, and no OWNERJOURNAL_BIN.
+	packed bool
+	// reportArgs asks for a JSON report in file.
+	reportArgs func(file string) []string
+	tests      []string // every test's title
+	holdOnly   []string // arguments that select the two hold tests
+}
+
+func (rn *nodeRunner) dir() string { return filepath.Join(repoDir, "testdata", rn.project) }
+
+var (
+	playwright = &nodeRunner{name: "Playwright", project: "playwright", argv: []string{"playwright", "test"},
+		tests: allTests, holdOnly: holdOnly}
+	jest = &nodeRunner{name: "Jest", project: "jest", argv: []string{"jest"}, packed: true,
+		reportArgs: func(f string) []string { return []string{"--json", "--outputFile=" + f} },
+		tests:      kitTests, holdOnly: []string{"-t", "sessions live until the run releases them"}}
+	vitest = &nodeRunner{name: "Vitest", project: "vitest", argv: []string{"vitest", "run"}, packed: true,
+		reportArgs: func(f string) []string {
+			return []string{"--reporter=default", "--reporter=json", "--outputFile.json=" + f}
+		},
+		tests: kitTests, holdOnly: []string{"-t", "sessions live until the run releases them"}}
+	nodeRunners = []*nodeRunner{playwright, jest, vitest}
+)
+
+// kitTests are the tests of testdata/nodekit/kit.js, in each of the Jest
+// and Vitest projects.
+var kitTests = []string{
+	"a: sessions live until the run releases them", "a: DELETE ends a session",
+	"b: sessions live until the run releases them", "b: DELETE ends a session",
+}
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
@@ -52,7 +91,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	repoDir = filepath.Dir(wd)
-	projectDir = filepath.Join(repoDir, "testdata", "playwright")
+	if err := checkPacked(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	bin, err := os.MkdirTemp("", "ojpwbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -67,8 +109,13 @@ func testMain(m *testing.M) int {
 		// Real binaries, built once: never `go run`, whose wrapper PID is
 		// not the server's.
 		{repoDir, []string{"go", "build", "-o", bin + "/", "./cmd/ownerjournal", "./cmd/e2e-server"}},
+	}
+	for _, rn := range nodeRunners {
 		// Exactly the packages of the committed lock file.
-		{projectDir, []string{"npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"}},
+		steps = append(steps, struct {
+			dir  string
+			argv []string
+		}{rn.dir(), []string{"npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"}})
 	}
 	for _, s := range steps {
 		t0 := time.Now()
@@ -82,6 +129,58 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %s: %v\n", strings.Join(s.argv, " "), time.Since(t0).Round(time.Millisecond))
 	}
 	return m.Run()
+}
+
+// checkPacked checks what the projects that install the packed tarballs
+// need: the tarballs of `make npm`, and lock files without the integrity of
+// those tarballs (see js/lock-local.js: with it, npm ci would install an
+// older build from its cache).
+func checkPacked() error {
+	for _, rn := range nodeRunners {
+		if !rn.packed {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(rn.dir(), "package-lock.json"))
+		if err != nil {
+			return err
+		}
+		var lock struct {
+			Packages map[string]struct{ Resolved, Integrity string }
+		}
+		if err := json.Unmarshal(b, &lock); err != nil {
+			return fmt.Errorf("%s/package-lock.json: %w", rn.project, err)
+		}
+		for name, p := range lock.Packages {
+			if !strings.HasPrefix(p.Resolved, "file:") {
+				continue
+			}
+			if p.Integrity != "" {
+				return fmt.Errorf("%s/package-lock.json: %s has an integrity: run `node js/lock-local.js` on it (or `make npm-lock`)", rn.project, name)
+			}
+			tgz := filepath.Join(rn.dir(), strings.TrimPrefix(p.Resolved, "file:"))
+			if _, err := os.Stat(tgz); err != nil {
+				return fmt.Errorf("%s installs %s: %w: run `make npm` first", rn.project, p.Resolved, err)
+			}
+		}
+	}
+	return nil
+}
+
+// pathWithout returns PATH without the directories that hold one of names.
+func pathWithout(names ...string) string {
+	var keep []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		found := false
+		for _, n := range names {
+			if fi, err := os.Stat(filepath.Join(dir, n)); err == nil && !fi.IsDir() {
+				found = true
+			}
+		}
+		if !found && dir != "" {
+			keep = append(keep, dir)
+		}
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
 }
 
 // npmQuiet keeps npm from writing log files under ~/.npm and from asking
@@ -200,22 +299,13 @@ func (p proc) waitGone(d time.Duration) bool {
 // marker (KEY=VALUE): everything a run started inherits the run's private
 // XDG_RUNTIME_DIR, so this finds what a run left whatever its PID.
 func markedProcs(marker string) []proc {
-	ents, _ := os.ReadDir("/proc")
 	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+marker+"\x00")) {
-			continue
-		}
+	for _, pid := range procenv.Marked(marker) {
 		s, err := readStat(pid)
 		if err != nil || s.state == 'Z' || s.state == 'X' {
 			continue
 		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		out = append(out, proc{What: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), PID: pid, Start: s.start})
 	}
 	return out
@@ -430,11 +520,13 @@ type workerInventory struct {
 	tmux                []proc
 }
 
-// pwRun is one `npx playwright test` in its own process group (as a
-// terminal's foreground job would be).
+// pwRun is one run of a Node test runner (`npx playwright test`, `npx
+// jest`, `npx vitest run`) in its own process group (as a terminal's
+// foreground job would be).
 type pwRun struct {
 	t      *testing.T
 	w      *world
+	rn     *nodeRunner
 	name   string
 	cmd    *exec.Cmd
 	pidfd  int // npx's pidfd, held for the run's life
@@ -446,38 +538,44 @@ type pwRun struct {
 	inv    *inventory
 }
 
-// start starts a run in world w: `npx playwright test ARGS...`. release
-// says whether the hold tests go on at once (the release file exists before
-// the run starts).
-func (w *world) start(name string, release bool, args ...string) *pwRun {
+// start starts a run of rn in world w: `npx playwright test ARGS...` for
+// Playwright. release says whether the hold tests go on at once (the
+// release file exists before the run starts).
+func (w *world) start(rn *nodeRunner, name string, release bool, args ...string) *pwRun {
 	t := w.t
 	t.Helper()
-	r := &pwRun{t: t, w: w, name: name, sync: testroot.PrivateDir(t, "ojs"), out: &testroot.Buffer{}, tsOut: &testroot.Buffer{}, done: make(chan struct{}), inv: &inventory{workers: map[int]workerInventory{}}}
+	r := &pwRun{t: t, w: w, rn: rn, name: name, sync: testroot.PrivateDir(t, "ojs"), out: &testroot.Buffer{}, tsOut: &testroot.Buffer{}, done: make(chan struct{}), inv: &inventory{workers: map[int]workerInventory{}}}
 	if release {
 		touch(t, filepath.Join(r.sync, "release"))
 	}
-	env := []string{}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "OWNERJOURNAL_ROOT", k == "XDG_RUNTIME_DIR", k == "TMUX", k == "TMUX_PANE", k == "CI",
-			strings.HasPrefix(k, "OJ_"), strings.HasPrefix(k, "PLAYWRIGHT_"), strings.HasPrefix(k, "PW_"):
-			continue
+	env := append(procenv.Scrubbed(os.Environ()), npmQuiet...)
+	if rn.packed {
+		path := pathWithout("go", "ownerjournal")
+		require.NotEqual(t, os.Getenv("PATH"), path, "go is on PATH, so the packed run must not have it")
+		for i, kv := range env {
+			if strings.HasPrefix(kv, "PATH=") {
+				env[i] = "PATH=" + path
+			}
 		}
-		env = append(env, kv)
+	} else {
+		env = append(env, "OWNERJOURNAL_BIN="+ojBin)
 	}
-	env = append(env, npmQuiet...)
+	if rn.reportArgs != nil {
+		args = append(rn.reportArgs(filepath.Join(r.sync, "report.json")), args...)
+	}
 	env = append(env,
 		w.marker(),
-		"OWNERJOURNAL_BIN="+ojBin,
 		"OJ_E2E_SERVER="+serverBin,
 		"OJ_PW_SYNC="+r.sync,
 		"OJ_PW_OUTPUT="+filepath.Join(r.sync, "out"),
 		"OJ_PW_REPORT="+filepath.Join(r.sync, "report.json"),
 		"NO_COLOR=1",
 	)
-	r.cmd = exec.Command("npx", append([]string{"--no", "playwright", "test"}, args...)...)
-	r.cmd.Dir = projectDir
+	// "--": npx would take the runner's options (--json, --outputFile) as
+	// npm's own.
+	argv := append([]string{"--no", "--"}, rn.argv...)
+	r.cmd = exec.Command("npx", append(argv, args...)...)
+	r.cmd.Dir = rn.dir()
 	r.cmd.Env = env
 	out := &stampWriter{start: time.Now(), raw: r.out, stamped: r.tsOut}
 	r.cmd.Stdout, r.cmd.Stderr = out, out
@@ -675,6 +773,45 @@ func (r *pwRun) report() (*pwReport, map[string]testResult) {
 	}
 	walk(rep.Suites)
 	return &rep, out
+}
+
+// jestReport is the part of Jest's JSON report (--json) that the tests
+// read; Vitest's json reporter writes the same shape.
+type jestReport struct {
+	TestResults []struct {
+		Name             string `json:"name"`
+		Message          string `json:"message"`
+		AssertionResults []struct {
+			Title           string   `json:"title"`
+			Status          string   `json:"status"`
+			FailureMessages []string `json:"failureMessages"`
+		} `json:"assertionResults"`
+	} `json:"testResults"`
+}
+
+// results returns every test's outcome by title from the run's JSON
+// report; a test of a file that failed to run has the file's message.
+func (r *pwRun) results() map[string]testResult {
+	t := r.t
+	t.Helper()
+	if r.rn.reportArgs == nil {
+		_, out := r.report()
+		return out
+	}
+	b, err := os.ReadFile(filepath.Join(r.sync, "report.json"))
+	require.NoError(t, err, "%s's JSON report", r.rn.name)
+	var rep jestReport
+	require.NoError(t, json.Unmarshal(b, &rep))
+	out := map[string]testResult{}
+	for _, f := range rep.TestResults {
+		for _, a := range f.AssertionResults {
+			out[a.Title] = testResult{Status: a.Status, Error: strings.Join(a.FailureMessages, "\n")}
+		}
+		if len(f.AssertionResults) == 0 {
+			out[f.Name] = testResult{Status: "failed to run", Error: f.Message}
+		}
+	}
+	return out
 }
 
 // --- misc ----------------------------------------------------------------

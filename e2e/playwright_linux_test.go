@@ -41,26 +41,10 @@ func wallTime(t *testing.T) {
 // TestPlaywrightCleanRun: all tests pass, ownerjournal's teardown exits 0
 // and removes the root, nothing is left.
 func TestPlaywrightCleanRun(t *testing.T) {
-	wallTime(t)
-	w := newWorld(t)
-	r := w.start("clean", false)
-	r.waitWorkers()
-	require.Len(t, r.inv.roots, 1, "both workers share the run's root")
-	assert.Equal(t, w.base, filepath.Dir(r.inv.roots[0]), "the root is in the private default base")
-	r.release()
-	require.Equal(t, 0, r.wait(), "npx playwright test exits 0:\n%s", r.output())
-
-	rep, tests := r.report()
+	r := cleanRun(t, playwright)
+	rep, _ := r.report()
 	assert.Equal(t, len(allTests), rep.Stats.Expected)
 	assert.Zero(t, rep.Stats.Unexpected)
-	for _, name := range allTests {
-		assert.Equal(t, "passed", tests[name].Status, name)
-	}
-	lines := r.teardownLines()
-	if assert.Len(t, lines, 1, "one summary line") {
-		assert.Regexp(t, cleanTeardown, lines[0])
-	}
-	w.checkNothingLeft(nil, r.inv)
 }
 
 // TestPlaywrightWorkerKilled: a worker is SIGKILLed from outside while its
@@ -68,46 +52,14 @@ func TestPlaywrightCleanRun(t *testing.T) {
 // goes on afterwards, the killed worker's file goes on in a new worker,
 // and nothing of the killed worker is left.
 func TestPlaywrightWorkerKilled(t *testing.T) {
-	wallTime(t)
-	w := newWorld(t)
-	r := w.start("worker-killed", false)
-	ws := r.waitWorkers()
-	victim, survivor := ws[0], ws[1]
-
-	// Measure when the victim's processes end (its ownerjournal run gets
-	// SIGTERM as the worker's death signal and ends the tree).
-	vprocs := append([]proc{victim.run, victim.server}, victim.tmux...)
-	killed := time.Now()
-	collect := exitTimes(vprocs, killed)
-	victim.worker.kill(t, unix.SIGKILL)
-	require.True(t, victim.worker.waitGone(timeout), "the victim worker is dead")
-	// Only now may the survivor's test go on: it was mid-test while its
-	// sibling died.
-	assert.True(t, survivor.worker.alive(), "the other worker is unaffected")
-	r.release()
-
-	status := r.wait()
-	for what, d := range collect() {
-		t.Logf("%s ended %v after the worker's SIGKILL", what, d.Round(time.Millisecond))
-	}
-	assert.Equal(t, 1, status, "one test failed: the killed worker's")
-	rep, tests := r.report()
-	victimTest, survivorTest := victim.title, survivor.title
-	assert.Equal(t, 1, rep.Stats.Unexpected, "only the killed worker's test failed")
-	assert.NotEqual(t, "passed", tests[victimTest].Status, victimTest)
+	tests, victimTest := workerKilled(t, playwright)
 	t.Logf("the killed worker's test: %s: %s", tests[victimTest].Status, firstLine(tests[victimTest].Error))
+	// The killed worker's file goes on in a new worker: only its test failed.
 	for _, name := range allTests {
 		if name != victimTest {
 			assert.Equal(t, "passed", tests[name].Status, "%s (the run goes on)", name)
 		}
 	}
-	assert.Equal(t, "passed", tests[survivorTest].Status)
-	lines := r.teardownLines()
-	if assert.Len(t, lines, 1) {
-		assert.Regexp(t, cleanTeardown, lines[0])
-		t.Logf("teardown: %s", lines[0])
-	}
-	w.checkNothingLeft(nil, r.inv)
 }
 
 func firstLine(s string) string {
@@ -127,68 +79,7 @@ func TestPlaywrightRunnerKilled(t *testing.T) {
 		{"runner only", false},
 		{"whole process group", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			wallTime(t)
-			w := newWorld(t)
-			by := w.liveRoot("bystander")
-
-			r1 := w.start("killed", false)
-			ws := r1.waitWorkers()
-			runner := r1.runner()
-			var owners []proc
-			for _, wi := range ws {
-				owners = append(owners, wi.worker, wi.run)
-			}
-			collect := exitTimes(owners, time.Now())
-			if tc.group {
-				r1.signalGroup(unix.SIGKILL)
-			} else {
-				runner.kill(t, unix.SIGKILL)
-			}
-			r1.wait()
-			// Owners first: the workers (on IPC disconnect they tear their
-			// fixtures down) and the ownerjournal run supervisors.
-			for _, p := range owners {
-				require.True(t, p.waitGone(timeout), "%v exits", p)
-			}
-			for what, d := range collect() {
-				t.Logf("%s ended %v after the SIGKILL", what, d.Round(time.Millisecond))
-			}
-			// What the dead run left: at least its root.
-			root1 := r1.inv.roots[0]
-			require.DirExists(t, root1, "the killed run left its root")
-			var orphans []string
-			for _, wi := range ws {
-				for _, p := range append([]proc{wi.server}, wi.tmux...) {
-					if p.alive() {
-						orphans = append(orphans, p.String())
-					}
-				}
-			}
-			t.Logf("left by the killed run: root %s, %d live process(es) %v, records %v", root1, len(orphans), orphans, entries(t, filepath.Join(root1, "records")))
-			if tc.group {
-				assert.NotEmpty(t, orphans, "tmux servers outlive a SIGKILLed group (the test must give recovery real work)")
-			}
-
-			r2 := w.start("next", false, holdOnly...)
-			r2.waitWorkers()
-			r2.release()
-			require.Equal(t, 0, r2.wait(), "the next run passes:\n%s", r2.output())
-			stale := staleLine(r2.output())
-			require.NotEmpty(t, stale, "the next run's globalSetup reports the other roots:\n%s", r2.output())
-			t.Logf("next run's globalSetup: %s", stale)
-			assert.Contains(t, stale, "2 other root(s)")
-			assert.Contains(t, stale, "1 stale removed")
-			assert.Contains(t, stale, "1 in use (kept)")
-			assert.Contains(t, stale, "0 retained, 0 failed")
-			if lines := r2.teardownLines(); assert.Len(t, lines, 1) {
-				assert.Regexp(t, cleanTeardown, lines[0])
-			}
-			w.checkNothingLeft([]string{"bystander"}, r1.inv, r2.inv)
-			by.checkIntact(t)
-			by.end(t, w)
-			w.checkNothingLeft(nil)
-		})
+		t.Run(tc.name, func(t *testing.T) { runnerKilled(t, playwright, tc.group) })
 	}
 }
 
@@ -262,32 +153,13 @@ func TestPlaywrightDoubleSIGINT(t *testing.T) {
 		// second sends the second SIGINT.
 		second func(r *pwRun)
 	}{
-		{"back to back", func(r *pwRun) { r.signalGroup(unix.SIGINT) }},
+		{"back to back", backToBack},
 		{"during teardown", func(r *pwRun) {
 			testroot.WaitFilePidfd(r.t, filepath.Join(r.sync, "teardown.json"), r.pidfd, timeout)
 			r.signalGroup(unix.SIGINT)
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			wallTime(t)
-			w := newWorld(t)
-			r := w.start("sigint", false)
-			r.waitWorkers()
-			r.signalGroup(unix.SIGINT)
-			tc.second(r)
-			status := r.wait()
-			t.Logf("npx exit status %d", status)
-			assert.NotEqual(t, 0, status, "an interrupted run does not pass")
-			lines := r.teardownLines()
-			if assert.Len(t, lines, 1, "recovery ran once:\n%s", r.output()) {
-				t.Logf("%s", lines[0])
-				// A Ctrl-C can land on the recover child before its Go
-				// runtime has installed its handlers; the helper then runs
-				// recovery again and says so.
-				assert.Regexp(t, `: (exit 0|exit 130); .*, 0 retained, root removed(; \d+ earlier attempt\(s\) killed by [A-Z, ]+ before they caught signals)?; \d+ ms$`, lines[0])
-			}
-			w.checkNothingLeft(nil, r.inv)
-		})
+		t.Run(tc.name, func(t *testing.T) { doubleSIGINT(t, playwright, tc.second) })
 	}
 }
 
@@ -310,7 +182,7 @@ func TestPlaywrightRunnerDies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wallTime(t)
 			w := newWorld(t)
-			r := w.start("dies", false)
+			r := w.start(playwright, "dies", false)
 			r.waitWorkers()
 			tc.kill(r)
 			status := r.wait()
@@ -338,7 +210,7 @@ func TestPlaywrightRunnerDies(t *testing.T) {
 func TestPlaywrightTeardownRetains(t *testing.T) {
 	wallTime(t)
 	w := newWorld(t)
-	r := w.start("retains", false, holdOnly...)
+	r := w.start(playwright, "retains", false, holdOnly...)
 	r.waitWorkers()
 	root := r.inv.roots[0]
 	corrupt := filepath.Join(root, "records", "planted.json")

@@ -76,12 +76,23 @@ func (c *cli) version() int {
 	return exitOK
 }
 
+// version is stamped by the npm packaging (make npm links with
+// -X main.version=V, V from js/ownerjournal/package.json); a go build or go
+// install leaves it empty and the module version is shown.
+var version string
+
 func versionLine() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
+		if version != "" {
+			return "ownerjournal " + version
+		}
 		return "ownerjournal (no build information)"
 	}
 	v := bi.Main.Version
+	if version != "" && (v == "" || v == "(devel)") {
+		v = version
+	}
 	if v == "" {
 		v = "(devel)"
 	}

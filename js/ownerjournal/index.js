@@ -1,9 +1,10 @@
 'use strict';
 /**
  * ownerjournal: a zero-dependency CommonJS helper that wraps the
- * `ownerjournal` CLI for Node test runners. Playwright is the intended
- * user (see global-setup.js and global-teardown.js), but nothing here
- * depends on it.
+ * `ownerjournal` CLI for Node test runners: Playwright and Jest (see
+ * global-setup.js and global-teardown.js) and Vitest (vitest.js); nothing
+ * here depends on any of them. The binary comes from this platform's
+ * package (see platform.js).
  *
  * In the runner process:
  *
@@ -61,11 +62,11 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { threadId } = require('node:worker_threads');
 
 /** The environment variable that names the run's root (inherited by workers). */
 const ENV_ROOT = 'OWNERJOURNAL_ROOT';
-/** The environment variable that names the ownerjournal binary (default: `ownerjournal` on PATH). */
-const ENV_BIN = 'OWNERJOURNAL_BIN';
+const { ENV_BIN, findBinary } = require('./platform.js');
 
 /** Exit statuses of the CLI (see the CLI contract in the README). */
 const EXIT = Object.freeze({ OK: 0, FAIL: 1, USAGE: 2, RETAINED: 3 });
@@ -94,8 +95,20 @@ class OwnerJournalError extends Error {
   }
 }
 
+/**
+ * binary returns the path of the ownerjournal binary: this platform's
+ * package (@ownerjournal/OS-CPU, an optional dependency), else
+ * $OWNERJOURNAL_BIN, else `ownerjournal` on PATH (see platform.js). When
+ * none fits it throws an OwnerJournalError that names the missing platform
+ * package.
+ */
 function binary() {
-  return process.env[ENV_BIN] || 'ownerjournal';
+  try {
+    return findBinary().path;
+  } catch (err) {
+    if (err.code !== 'OWNERJOURNAL_NO_BINARY') throw err;
+    throw new OwnerJournalError(err.message);
+  }
 }
 
 function spawnError(err) {
@@ -199,7 +212,20 @@ function failure(what, r) {
   return new OwnerJournalError(`ownerjournal: ${what} ${how}${err ? `: ${err}` : ''}`, { status: r.status, stderr: r.stderr });
 }
 
+/**
+ * say writes line to file descriptor 1 synchronously: the runner may die
+ * by a signal right after (the safety net re-raises it), and Jest replaces
+ * process.stdout.write with a buffer that its reporter flushes later, so a
+ * line written through the stream would be lost. The stream is the
+ * fallback when the descriptor refuses (EAGAIN on a full non-blocking pipe).
+ */
 function say(line) {
+  try {
+    fs.writeSync(1, line + '\n');
+    return;
+  } catch {
+    // fall back to the stream below
+  }
   try {
     process.stdout.write(line + '\n');
   } catch {
@@ -546,7 +572,9 @@ let serverSeq = 0;
 async function startServer(command, args = [], { readyFlag = '--ready-file', timeout = 30_000, label, ...opts } = {}) {
   const root = requireRoot();
   label = label || `${path.basename(command)} of pid ${process.pid}`;
-  const dirName = `ready-${process.pid}-${++serverSeq}`;
+  // The thread id too: Vitest's threads pool runs test files in worker
+  // threads of one process, each with its own copy of this module.
+  const dirName = `ready-${process.pid}-${threadId}-${++serverSeq}`;
   const pub = await cliAsync(['publish', '--root', root, '--pid', String(process.pid), '--no-group',
     '--label', `ready file of ${label}`, '--path', dirName]);
   if (pub.status !== EXIT.OK) throw failure('publish', pub);

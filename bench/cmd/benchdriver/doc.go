@@ -13,7 +13,7 @@
 // Usage (from the repository root, after `go build -o bin/ ./cmd/...` and
 // `npm ci` in bench/node):
 //
-//	benchdriver [-ownerjournal bin/ownerjournal] [-node bench/node] [-run REGEXP]
+//	benchdriver [-ownerjournal bin/ownerjournal] [-node bench/node] [-e2e-server bin/e2e-server] [-testdata testdata] [-run REGEXP]
 //
 // It re-executes itself for helper processes (concurrent publishers, the
 // owner of orphans), selected by the OJBENCH_HELPER environment variable.

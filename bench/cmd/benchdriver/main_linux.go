@@ -29,6 +29,8 @@ var figures = []figure{
 	{"status-empty-ms", (*driver).statusEmpty},
 	{"tree-kill-ratio", (*driver).treeKill},
 	{"forge-poll-ratio", (*driver).forgePoll},
+	{"pw-side-by-side", (*driver).pwSideBySide},
+	{"jest-overhead", (*driver).jestOverhead},
 }
 
 // driver carries the configuration and what must be cleaned up.
@@ -36,6 +38,10 @@ type driver struct {
 	oj      string // ownerjournal binary
 	nodeDir string // bench/node with node_modules/tree-kill
 	self    string // this executable, for helpers
+
+	// The Node figures: the e2e-server binary and the directory holding
+	// the Playwright and Jest projects.
+	e2eServer, testdata string
 
 	mu       sync.Mutex
 	cleanups []func()
@@ -47,10 +53,15 @@ func main() {
 	}
 	oj := flag.String("ownerjournal", "bin/ownerjournal", "the ownerjournal binary")
 	nodeDir := flag.String("node", "bench/node", "directory holding node_modules/tree-kill and treekill.js")
+	e2eServer := flag.String("e2e-server", "", "the e2e-server binary (default: beside the ownerjournal binary)")
+	testdata := flag.String("testdata", "testdata", "directory holding the installed playwright and jest projects")
 	run := flag.String("run", "", "run only the figures whose name matches this regexp")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the driver process (the in-process figures) to this file")
 	flag.Parse()
 	d, err := newDriver(*oj, *nodeDir)
+	if err == nil {
+		err = d.nodeFlags(*e2eServer, *testdata)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchdriver: %v\n", err)
 		os.Exit(1)

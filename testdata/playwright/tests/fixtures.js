@@ -10,6 +10,12 @@ const { writeJSONAtomic, waitFile } = require('./sync.js');
 
 const test = base.extend({
   server: [async ({}, use, workerInfo) => {
+    // playwright.webserver.config.js: Playwright's webServer owns the
+    // (one, shared) server; there is no process of ours to report.
+    if (process.env.OJ_PW_WEBSERVER_PORT) {
+      await use({ url: `http://127.0.0.1:${process.env.OJ_PW_WEBSERVER_PORT}`, pid: 0, serverPid: 0, addr: '' });
+      return;
+    }
     const root = process.env[ownerjournal.ENV_ROOT];
     const bin = process.env.OJ_E2E_SERVER;
     if (!bin) throw new Error('OJ_E2E_SERVER is not set: global-setup.js provides it');
