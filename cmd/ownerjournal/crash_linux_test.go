@@ -507,7 +507,7 @@ func TestRecoverEscalatesToKill(t *testing.T) {
 		assert.Equal(t, recover.Orphan, a.Verdict)
 		joined := strings.Join(a.Done, "; ")
 		assert.Contains(t, joined, "SIGTERM to pid")
-		assert.Contains(t, joined, "still running after 200ms")
+		assert.Regexp(t, `still running after [0-9.]+m?s \(grace 200ms\)`, joined)
 		assert.Regexp(t, `SIGKILL to pid \d+: exited after`, joined)
 	}
 	for i, id := range ids {
