@@ -97,7 +97,12 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	var excl *journal.Exclusive
 	if opts.All && !opts.DryRun {
 		if err := root.MarkClosing(); err != nil {
-			return nil, err
+			if !unwritable(err) {
+				return nil, err
+			}
+			// A read-only or full root cannot take the marker; the
+			// teardown must not need a write before it acts.
+			rep.Problems = append(rep.Problems, markerProblem(err))
 		}
 		if err := root.ReleaseLease(); err != nil {
 			rep.Problems = append(rep.Problems, err.Error())

@@ -93,7 +93,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ownerjournal: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
-	err := fn(args[1:])
+	err := c.withJSONErrors(args[0], args[1:], fn)(args[1:])
 	var ue *usageError
 	var ee *exitError
 	switch {
