@@ -166,6 +166,11 @@ func verify(id Identity) (procInfo, error) {
 	case Dead:
 		return info, fmt.Errorf("owner: %s: %w", v.Reason, ErrGone)
 	default:
+		// Keep the cause branchable (EMFILE passes, EACCES does not):
+		// the verdict holds it only as text.
+		if _, err := readProc(id.PID); err != nil && !errors.Is(err, ErrGone) {
+			return info, err
+		}
 		return info, fmt.Errorf("owner: %s: %w", v.Reason, ErrUnverifiable)
 	}
 }

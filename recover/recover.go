@@ -282,10 +282,11 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 // maxPasses bounds the replays of one orphans-only recovery.
 const maxPasses = 4
 
-// parallel runs fn for every index at once, at most 512 at a time.
+// parallel runs fn for every index at once, at most 512 at a time, and
+// fewer when descriptors are short ([fdSlots]).
 func (r *run) parallel(idx []int, fn func(i int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 512)
+	sem := make(chan struct{}, fdSlots(512))
 	for _, i := range idx {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -48,16 +48,18 @@ const (
 // journalLog accounts for run's journaling failures. It is safe for
 // concurrent use.
 type journalLog struct {
-	mu      sync.Mutex
-	logged  map[string]bool
-	counts  map[string]int
-	failed  error         // the reason run failed closed, first one wins
-	failc   chan struct{} // closed when run fails closed
-	reserve *journal.Reserve
+	mu       sync.Mutex
+	logged   map[string]bool
+	distinct map[string]int // distinct failures logged, by operation
+	counts   map[string]int
+	watches  int           // pidfds descendants' watchers may still hold
+	failed   error         // the reason run failed closed, first one wins
+	failc    chan struct{} // closed when run fails closed
+	reserve  *journal.Reserve
 }
 
 func newJournalLog() *journalLog {
-	return &journalLog{logged: map[string]bool{}, counts: map[string]int{}, failc: make(chan struct{})}
+	return &journalLog{logged: map[string]bool{}, distinct: map[string]int{}, counts: map[string]int{}, failc: make(chan struct{})}
 }
 
 // failure counts one failure of op on what, and logs it the first time.
@@ -68,11 +70,23 @@ func (s *supervisor) failure(op, what string, err error) {
 	key := op + "\x00" + what
 	first := !jl.logged[key]
 	jl.logged[key] = true
-	jl.mu.Unlock()
+	n := 0
 	if first {
+		jl.distinct[op]++
+		n = jl.distinct[op]
+	}
+	jl.mu.Unlock()
+	switch {
+	case n > 0 && n < maxLogged:
 		s.logf("cannot %s %s: %v", op, what, err)
+	case n == maxLogged:
+		s.logf("cannot %s %s: %v (further failures to %s are counted, not logged)", op, what, err, op)
 	}
 }
+
+// maxLogged is how many distinct failures of one operation are logged; the
+// rest are counted, so a tree of thousands cannot flood the log.
+const maxLogged = 3
 
 // failClosed makes run end the tree and exit 1 with reason (the first one
 // given); the supervision loop watches jl.failc.
@@ -117,11 +131,36 @@ func (s *supervisor) prepareJournal(lease *journal.Lease) {
 		s.jl.reserve = rs
 	}
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max != ^uint64(0) && lim.Cur+1 < lim.Max {
-		// The runtime did not raise it (see above): say so, since a
-		// tree larger than the limit may make run fail closed.
-		s.logf("descriptor limit %d (hard %d) was not raised by the runtime", lim.Cur, lim.Max)
+	s.jl.watches = 1 << 20
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		if lim.Max != ^uint64(0) && lim.Cur+1 < lim.Max {
+			// The runtime did not raise it (see above): say so, since
+			// a tree larger than the limit may make run fail closed.
+			s.logf("descriptor limit %d (hard %d) was not raised by the runtime", lim.Cur, lim.Max)
+		}
+		// Half the descriptors, less a margin for the root's own and
+		// the publishes, may watch descendants; the rest are journaled
+		// without a watcher.
+		s.jl.watches = int(min(lim.Cur/2, 1<<20)) - 16
 	}
+}
+
+// takeWatch reserves a descriptor for a descendant's watcher; false when
+// the budget is spent.
+func (jl *journalLog) takeWatch() bool {
+	jl.mu.Lock()
+	defer jl.mu.Unlock()
+	if jl.watches <= 0 {
+		return false
+	}
+	jl.watches--
+	return true
+}
+
+func (jl *journalLog) returnWatch() {
+	jl.mu.Lock()
+	jl.watches++
+	jl.mu.Unlock()
 }
 
 // closeJournal releases the reserve's descriptor.
@@ -174,8 +213,9 @@ func (s *supervisor) retire(id string) {
 // track journals one descendant and retires its record when it exits. A
 // descendant that exited before it could be journaled is progress; one that
 // cannot be journaled makes run fail closed. A handle (pidfd) is only needed
-// to notice the exit early: when none can be had, the record is published all
-// the same and retired when the tree ends.
+// to notice the exit early: when none can be had, or half the descriptor
+// limit is already spent on such handles, the record is published all the
+// same and retired when the tree ends (or when its PID is seen reused).
 func (s *supervisor) track(id owner.Identity) {
 	what := fmt.Sprintf("descendant pid %d", id.PID)
 	p, err := owner.Open(id)
@@ -184,6 +224,11 @@ func (s *supervisor) track(id owner.Identity) {
 	}
 	if err != nil {
 		s.failure("open a handle on", what, err)
+		p = nil
+	}
+	if p != nil && !s.jl.takeWatch() {
+		// Descriptors are short: journal it without a watcher.
+		p.Close()
 		p = nil
 	}
 	pg, _ := owner.GroupOf(id.PID)
@@ -195,6 +240,7 @@ func (s *supervisor) track(id owner.Identity) {
 	if err := s.publish(nil, rec, "journal", what); err != nil {
 		if p != nil {
 			p.Close()
+			s.jl.returnWatch()
 		}
 		if owner.Check(id).State == owner.Dead {
 			return // it exited meanwhile: nothing to journal
@@ -217,6 +263,7 @@ func (s *supervisor) track(id owner.Identity) {
 		delete(s.known, id.PID)
 		s.mu.Unlock()
 		p.Close()
+		s.jl.returnWatch()
 	}()
 }
 
