@@ -130,18 +130,27 @@ func awaitExit(ctx context.Context, p *owner.Process, group bool, deadline time.
 func pollExit(ctx context.Context, p *owner.Process) error {
 	delay := time.Millisecond
 	for !p.Exited() {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff(ctx, &delay) {
 			return ctx.Err()
-		case <-t.C:
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
 		}
 	}
 	return nil
+}
+
+// backoff waits *delay, then doubles it up to 50 ms; it returns false
+// (without waiting the rest) when ctx is done first.
+func backoff(ctx context.Context, delay *time.Duration) bool {
+	t := time.NewTimer(*delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	if *delay < 50*time.Millisecond {
+		*delay *= 2
+	}
+	return true
 }
 
 // scarce reports whether err is a shortage of descriptors or memory, which
@@ -160,15 +169,8 @@ func retryScarce(ctx context.Context, deadline time.Time, fn func() error) error
 		if err == nil || !scarce(err) || !time.Now().Add(delay).Before(deadline) {
 			return err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff(ctx, &delay) {
 			return err
-		case <-t.C:
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
 		}
 	}
 }
@@ -193,15 +195,8 @@ func awaitGroupEmpty(ctx context.Context, leader *owner.Process) error {
 		if alive, err := owner.GroupAlive(leader.Identity().PID); err == nil && !alive {
 			return nil
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff(ctx, &delay) {
 			return ctx.Err()
-		case <-t.C:
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
 		}
 	}
 }

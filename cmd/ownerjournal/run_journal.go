@@ -125,10 +125,14 @@ func (s *supervisor) journalFailure() error {
 // prepareJournal sets up the reserve and checks the descriptor limit.
 func (s *supervisor) prepareJournal(lease *journal.Lease) {
 	rs, err := lease.Reserve(reserveSize, reserveMin)
-	if err != nil {
-		s.failure("keep a reserve in", "the lease file", err)
-	} else {
+	switch {
+	case err == nil:
 		s.jl.reserve = rs
+	case errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EOPNOTSUPP):
+		// No fallocate here (darwin, some file systems): no reserve,
+		// and nothing worth a line on every run.
+	default:
+		s.logf("no reserve for records (a full disk will make run fail closed sooner): %v", err)
 	}
 	var lim syscall.Rlimit
 	s.jl.watches = 1 << 20
