@@ -306,7 +306,7 @@ func (f *fault) settleRun(t *testing.T, sup *proc, want int) {
 		return
 	}
 	sup.kill()
-	t.Logf("run SIGKILLed with the tree journaled:\n%s", sup.stderrText())
+	t.Logf("run SIGKILLed:\n%s", sup.stderrText())
 }
 
 // faultDiskFullAfterStart: the root's file system fills up between run's
