@@ -301,6 +301,7 @@ func (f *fault) settleRun(t *testing.T, sup *proc, want int) {
 		}
 	}
 	if sup.exited() {
+		require.NoError(t, sup.wait(timeout))
 		t.Logf("run exited %d:\n%s", sup.exitCode(), sup.stderrText())
 		assert.NotEqual(t, 0, sup.exitCode(), "run exited 0 without journaling the tree")
 		return
@@ -340,7 +341,7 @@ spawn 1
 : > "$K/started"
 exec sleep 100000`)
 	// run may fail closed before CMD could spawn anything.
-	waitUntil(t, []string{f.marks}, nil, func() bool { return sup.exited() || f.exists("d.1")() }, "the daemon, or run's end")
+	waitUntil(t, []string{f.marks}, sup, func() bool { return sup.exited() || f.exists("d.1")() }, "the daemon, or run's end")
 	f.settleRun(t, sup, 1)
 	return f.recoverJSON(t, e, "", "--grace", "2s")
 }
@@ -512,7 +513,8 @@ func faultLowFDRecover(t *testing.T, e *env, f *fault) (int, string) {
 	dead := e.deadIdentity(t)
 	var ids []owner.Identity
 	for i := 0; i < n; i++ {
-		c := e.child(t, "trapper", childOpts{env: tagEnv(f.tag, "OJ_REL_MARKS="+f.marks)})
+		// GORACE: a race-enabled trapper would sleep a second more at exit.
+		c := e.child(t, "trapper", childOpts{env: tagEnv(f.tag, "OJ_REL_MARKS="+f.marks, "GORACE=atexit_sleep_ms=0")})
 		c.waitReady(t, "trapping")
 		id, err := owner.Of(c.pid())
 		require.NoError(t, err)

@@ -31,12 +31,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// withJSONErrors wraps a command so that, when it was asked for --json and
-// returns an error without having printed anything on stdout, an errorDoc is
-// printed. The error itself is returned unchanged (Main still reports it on
-// stderr and picks the exit status).
+// withJSONErrors wraps a command that has --json (status, recover) so that,
+// when it was asked for --json and returns an error without having printed
+// anything on stdout, an errorDoc is printed. The error itself is returned
+// unchanged (Main still reports it on stderr and picks the exit status).
 func (c *cli) withJSONErrors(name string, args []string, fn func([]string) error) func([]string) error {
-	if !wantsJSON(args) {
+	if (name != "status" && name != "recover") || !wantsJSON(args) {
 		return fn
 	}
 	return func(a []string) error {
