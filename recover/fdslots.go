@@ -1,9 +1,10 @@
 package recover
 
-// descPerRecord is how many descriptors ending one record may hold at once:
-// the subject's pidfd, a duplicate to wait on it, and one for reading /proc
-// or opening a lease or a socket.
-const descPerRecord = 3
+// descPerRecord is how many descriptors ending one record holds at once:
+// the subject's pidfd and a duplicate to wait on it (or one for reading
+// /proc, connecting to a socket). A shortage beyond that is met by retrying
+// the open and polling the held pidfd (terminate.go), not by failing.
+const descPerRecord = 2
 
 // fdSlots returns how many records may be ended at once: as many as the
 // descriptors still free under the soft RLIMIT_NOFILE allow, at least one

@@ -7,7 +7,7 @@ import (
 )
 
 // freeDescriptors returns the soft RLIMIT_NOFILE minus the descriptors open
-// now (counted in /proc/self/fd), less a margin of 8 for the runtime and
+// now (counted in /proc/self/fd), less a margin of 4 for the runtime and
 // the root's own.
 func freeDescriptors() (int, bool) {
 	var lim unix.Rlimit
@@ -23,5 +23,5 @@ func freeDescriptors() (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return int(lim.Cur) - len(names) - 8, true
+	return int(lim.Cur) - len(names) - 4, true
 }

@@ -206,18 +206,20 @@ func (f *fault) recoverJSON(t *testing.T, e *env, nofile string, args ...string)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	p := e.spawn(t, cmd)
 	require.NoError(t, p.wait(timeout), "recover: %s", stderr.String())
-	requireOneJSON(t, stdout.Bytes(), stderr.String())
-	t.Logf("recover %v: exit %d\n%s", args, p.exitCode(), stderr.String())
+	doc := requireOneJSON(t, stdout.Bytes(), stderr.String())
+	elapsed, _ := doc["elapsed_ns"].(float64)
+	t.Logf("recover %v: exit %d after %v\n%s", args, p.exitCode(), time.Duration(elapsed).Round(time.Millisecond), stderr.String())
 	return p.exitCode(), stdout.String()
 }
 
-// requireOneJSON checks that b is exactly one JSON document.
-func requireOneJSON(t *testing.T, b []byte, ctx string) {
+// requireOneJSON checks that b is exactly one JSON document and returns it.
+func requireOneJSON(t *testing.T, b []byte, ctx string) map[string]any {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))
-	var v map[string]any
+	var v, rest map[string]any
 	require.NoError(t, dec.Decode(&v), "not a JSON document: %q\n%s", b, ctx)
-	require.ErrorIs(t, dec.Decode(&v), io.EOF, "more than one JSON document: %q", b)
+	require.ErrorIs(t, dec.Decode(&rest), io.EOF, "more than one JSON document: %q", b)
+	return v
 }
 
 // rlimited is argv started through the helper "rlimited", which sets
