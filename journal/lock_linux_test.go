@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,6 +314,29 @@ func TestRemoveRootRefuses(t *testing.T) {
 			p := filepath.Join(r.Path(), "link")
 			require.NoError(t, os.Symlink("/", p))
 			return "unrecorded entry link", func() { require.NoError(t, os.Remove(p)) }
+		}},
+		{"recorded path", func(t *testing.T, r *Root) (string, func()) {
+			p := filepath.Join(r.Path(), "work")
+			require.NoError(t, os.Mkdir(p, 0o700))
+			rec := selfRecord(t, "scratch owner")
+			rec.Paths = []string{"work/deep"}
+			require.NoError(t, r.Publish(waitCtx(t), rec))
+			return "record " + rec.ID + ", recorded path work", func() {
+				require.NoError(t, r.Retire(rec.ID))
+				require.NoError(t, os.Remove(p))
+			}
+		}},
+		{"many records", func(t *testing.T, r *Root) (string, func()) {
+			var ids []string
+			for i := 0; i < 1200; i++ {
+				ids = append(ids, publish(t, r, "many").ID)
+			}
+			sort.Strings(ids)
+			return "1,200 records, e.g. " + strings.Join(ids[:3], ", ") + ": root in use", func() {
+				for _, id := range ids {
+					require.NoError(t, r.Retire(id))
+				}
+			}
 		}},
 		{"unknown entry in leases", func(t *testing.T, r *Root) (string, func()) {
 			p := filepath.Join(r.Path(), leasesDir, "garbage")

@@ -377,27 +377,15 @@ func (x *Exclusive) RemoveRoot() error {
 	if err != nil {
 		return err
 	}
-	var left []string
-	for _, rec := range s.Records {
-		left = append(left, "record "+rec.ID)
-	}
-	for _, c := range s.Corrupt {
-		left = append(left, "corrupt "+c.Path)
-	}
-	for _, t := range s.Temps {
-		left = append(left, "temp file "+t.Name)
-	}
+	var live []int
 	for _, l := range s.Leases {
 		removed, err := r.removeFreeLease(l.Name)
 		if err != nil || !removed {
-			left = append(left, fmt.Sprintf("lease of live participant pid %d", l.Participant.PID))
+			live = append(live, l.Participant.PID)
 		}
 	}
-	for _, e := range s.Extra {
-		left = append(left, "unrecorded entry "+e)
-	}
-	if len(left) > 0 {
-		return errs.Wrapf(ErrInUse, "journal: keeping %s: %s", r.path, strings.Join(left, ", "))
+	if left := leftSummary(s, live); left != "" {
+		return errs.Wrapf(ErrInUse, "journal: keeping %s: %s", r.path, left)
 	}
 	parent, err := os.OpenRoot(filepath.Dir(r.path))
 	if err != nil {

@@ -208,6 +208,11 @@ func verify(id Identity) (procInfo, error) {
 	case Dead:
 		return info, errs.Wrapf(ErrGone, "owner: %s", v.Reason)
 	default:
+		// Keep the cause branchable (EMFILE passes, EACCES does not):
+		// the verdict holds it only as text.
+		if _, err := readProc(id.PID); err != nil && !errors.Is(err, ErrGone) {
+			return info, err
+		}
 		return info, errs.Wrapf(ErrUnverifiable, "owner: %s", v.Reason)
 	}
 }

@@ -105,7 +105,23 @@ func (c *classifier) classify(rec *journal.Record) Entry {
 			e.Verdict, e.Reason = Unknown, "owner dead ("+ov.Reason+"), subject cannot be verified: "+sv.Reason
 		default:
 			e.Verdict, e.Reason = Stale, "owner dead ("+ov.Reason+"), subject dead ("+sv.Reason+")"
+			if unfindableIntent(rec) {
+				// The owner died between its intent and the record of
+				// what it started: the subject may live, and nothing
+				// here can find it. An intent is not proof of nothing.
+				e.Verdict, e.Reason = Unknown, "owner dead ("+ov.Reason+") before its intent record named a subject, and the record names no cgroup or socket through which recovery could end what it stood for"
+			}
 		}
 	}
 	return e
+}
+
+// unfindableIntent reports whether rec is an intent to start something that
+// runs (a process or a tmux server) with no subject yet and nothing else that
+// leads to it: no cgroup (which recovery kills whole) and no socket (which
+// recovery stops, or keeps while something answers). Such a record is
+// retained, never retired as stale.
+func unfindableIntent(rec *journal.Record) bool {
+	return rec.Phase == journal.PhaseIntent && rec.Subject == nil && rec.Kind != journal.KindPath &&
+		rec.Cgroup == "" && len(rec.Sockets) == 0
 }

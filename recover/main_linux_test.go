@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		"recoverer": childRecoverer,
 		"guard":     childGuard,
 		"creator":   childCreator,
+		"starved":   childStarved,
 	})
 }
 

@@ -102,7 +102,12 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 	var excl *journal.Exclusive
 	if opts.All && !opts.DryRun {
 		if err := root.MarkClosing(); err != nil {
-			return nil, err
+			if !unwritable(err) {
+				return nil, err
+			}
+			// A read-only or full root cannot take the marker; the
+			// teardown must not need a write before it acts.
+			rep.Problems = append(rep.Problems, markerProblem(err))
 		}
 		if err := root.ReleaseLease(); err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
@@ -290,10 +295,11 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 // maxPasses bounds the replays of one orphans-only recovery.
 const maxPasses = 4
 
-// parallel runs fn for every index at once, at most 512 at a time.
+// parallel runs fn for every index at once, at most 512 at a time, and
+// fewer when descriptors are short ([fdSlots]).
 func (r *run) parallel(idx []int, fn func(i int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 512)
+	sem := make(chan struct{}, fdSlots(512))
 	for _, i := range idx {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,7 +60,11 @@ func TestClassify(t *testing.T) {
 		{"subject on another host", &journal.Record{Subject: &otherHost, Owner: dead}, Unknown, "recorded on host"},
 		{"subject runs as another uid", &journal.Record{Subject: &otherUID, Owner: dead}, Unknown, "runs as uid"},
 		{"path record, owner dead", &journal.Record{Kind: journal.KindPath, Owner: dead, Paths: []string{"scratch"}}, Stale, "no subject"},
-		{"intent without subject, owner dead", &journal.Record{Owner: dead, Phase: journal.PhaseIntent}, Stale, "no subject"},
+		{"intent without subject, owner dead", &journal.Record{Owner: dead, Phase: journal.PhaseIntent}, Unknown, "before its intent record named a subject"},
+		{"process intent with only paths, owner dead", &journal.Record{Owner: dead, Phase: journal.PhaseIntent, Paths: []string{"scratch-i"}}, Unknown, "names no cgroup or socket"},
+		{"intent with a cgroup, owner dead", &journal.Record{Owner: dead, Phase: journal.PhaseIntent, Cgroup: "/sys/fs/cgroup/oj-test-intent"}, Stale, "no subject"},
+		{"tmux intent with a socket, owner dead", &journal.Record{Kind: journal.KindTmux, Owner: dead, Phase: journal.PhaseIntent, Sockets: []string{"t-i"}}, Stale, "no subject"},
+		{"path intent, owner dead", &journal.Record{Kind: journal.KindPath, Owner: dead, Phase: journal.PhaseIntent, Paths: []string{"scratch-p"}}, Stale, "no subject"},
 	}
 	ids := map[string]int{}
 	for i, tt := range tests {
@@ -288,7 +293,11 @@ func TestTerminate(t *testing.T) {
 			require.NoError(t, err, "%v", msgs)
 			joined := strings.Join(msgs, "; ")
 			if tt.killed {
-				assert.Contains(t, joined, "still running after 300ms")
+				m := regexp.MustCompile(`still running after (\S+) \(grace 300ms\)`).FindStringSubmatch(joined)
+				require.NotNil(t, m, joined)
+				measured, err := time.ParseDuration(m[1])
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, measured, grace, "SIGKILL came before the grace elapsed: %s", joined)
 				assert.Contains(t, joined, "SIGKILL to ")
 			} else {
 				assert.Regexp(t, `^SIGTERM to (pid|process group) \d+: exited after`, joined)

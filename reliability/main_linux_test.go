@@ -51,6 +51,8 @@ type totals struct {
 	panics    int
 	refused   int
 	hostile   int
+	faults    int // faults injected (faults_linux_test.go)
+	falseOK   int // of which recovery claimed a clean end while something lived
 }
 
 var sum totals
@@ -77,14 +79,24 @@ func (s *totals) addHostile(refused bool) {
 func (s *totals) line() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("reliability: %d scenarios, %d leaked, %d wrongly signalled, %d panics, %d/%d hostile inputs refused",
-		s.scenarios, s.leaked, s.wrong, s.panics, s.refused, s.hostile)
+	return fmt.Sprintf("reliability: %d scenarios, %d leaked, %d wrongly signalled, %d panics, %d/%d hostile inputs refused, %d faults injected, %d false clean",
+		s.scenarios, s.leaked, s.wrong, s.panics, s.refused, s.hostile, s.faults, s.falseOK)
 }
 
 func (s *totals) bad() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.leaked != 0 || s.wrong != 0 || s.panics != 0 || s.refused != s.hostile
+	return s.leaked != 0 || s.wrong != 0 || s.panics != 0 || s.refused != s.hostile || s.falseOK != 0
+}
+
+func (s *totals) addFault(falseClean bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scenarios++
+	s.faults++
+	if falseClean {
+		s.falseOK++
+	}
 }
 
 // TestMain dispatches re-executed children; in the test process it becomes a
@@ -125,6 +137,9 @@ var children = map[string]func() int{
 	"publisher":  childPublisher,
 	"soakrecov":  childSoakRecoverer,
 	"guard":      childGuard,
+	"rlimited":   childRlimited,
+	"intenter":   childIntenter,
+	"trapper":    childTrapper,
 }
 
 // TestReliability runs the whole suite and accounts for the closing line.
@@ -146,6 +161,7 @@ func TestReliability(t *testing.T) {
 		{"soak", testSoak},
 		{"signals", testSignals},
 		{"fuzz", testFuzz},
+		{"faults", testFaults},
 	}
 	for _, p := range parts {
 		t0 := time.Now()

@@ -101,7 +101,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ownerjournal: unknown command %q (commands: %s; ownerjournal help CMD)\n", args[0], commandList(cmds))
 		return exitUsage
 	}
-	err := fn(args[1:])
+	err := c.withJSONErrors(args[0], args[1:], fn)(args[1:])
 	var ue *usageError
 	var ee *exitError
 	switch {

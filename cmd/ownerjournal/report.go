@@ -42,10 +42,10 @@ func retainedSummary(rep *recover.Report) string {
 	return s
 }
 
-// rootKeptText shortens why a root was kept: RemoveRoot lists every record
-// and lease it found ("journal: keeping R: record a, record b, …, lease of
-// live participant pid N: root in use"); a summary says what kind and how
-// many.
+// rootKeptText shortens why a root was kept: RemoveRoot's error already
+// counts each kind of entry and names at most a few of each ("journal:
+// keeping R: 1,200 records, e.g. a, b, c: root in use"); the root is said
+// once on the summary line, so only the list is shown.
 func rootKeptText(kept string) string {
 	rest, ok := strings.CutPrefix(kept, "journal: keeping ")
 	if !ok {
@@ -58,30 +58,5 @@ func rootKeptText(kept string) string {
 	for _, suffix := range []string{": journal: root in use", ": root in use"} {
 		list = strings.TrimSuffix(list, suffix)
 	}
-	counts := map[string]int{}
-	var order []string
-	for _, item := range strings.Split(list, ", ") {
-		kind := item
-		switch {
-		case strings.HasPrefix(item, "record "):
-			kind = "record(s)"
-		case strings.HasPrefix(item, "corrupt "):
-			kind = "corrupt record(s)"
-		case strings.HasPrefix(item, "temp file "):
-			kind = "temp file(s)"
-		case strings.HasPrefix(item, "lease of live participant"):
-			kind = "live participant(s)"
-		case strings.HasPrefix(item, "unrecorded entry "):
-			kind = "unrecorded entr(ies)"
-		}
-		if counts[kind] == 0 {
-			order = append(order, kind)
-		}
-		counts[kind]++
-	}
-	parts := make([]string, len(order))
-	for i, k := range order {
-		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
-	}
-	return "in use: " + strings.Join(parts, ", ") + " (ownerjournal status lists them)"
+	return "in use: " + list + " (ownerjournal status lists them)"
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,10 +54,13 @@ func (c *cli) run(args []string) error {
 		return err
 	}
 	defer r.Close()
-	if _, err := r.Lease(); err != nil {
+	lease, err := r.Lease()
+	if err != nil {
 		return err
 	}
-	s := &supervisor{c: c, root: r, label: *label, grace: *grace, cgMode: *cgMode, known: map[int]*tracked{}, seen: map[int]uint64{}}
+	s := &supervisor{c: c, root: r, label: *label, grace: *grace, cgMode: *cgMode, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	s.prepareJournal(lease)
+	defer s.closeJournal()
 	code, err := s.run(argv)
 	if err != nil {
 		return err
@@ -69,7 +71,8 @@ func (c *cli) run(args []string) error {
 // tracked is a journaled descendant with its verified handle.
 type tracked struct {
 	id    string
-	p     *owner.Process
+	p     *owner.Process // nil when no handle could be had
+	sub   owner.Identity
 	group bool
 }
 
@@ -93,6 +96,8 @@ type supervisor struct {
 	mu    sync.Mutex
 	known map[int]*tracked // journaled descendants by PID
 	seen  map[int]uint64   // PID → start time seen by the previous scan
+
+	jl *journalLog // journaling failures (run_journal.go)
 }
 
 func (s *supervisor) logf(format string, a ...any) {
@@ -134,10 +139,14 @@ func (s *supervisor) run(argv []string) (int, error) {
 	// own order (a server stopping its tmux servers) before the tree is
 	// ended around it.
 	var graceOver <-chan time.Time
+	failed := s.jl.failc
 	for done := false; !done; {
 		select {
 		case <-exited:
 			done = true
+		case <-failed:
+			failed = nil
+			go s.endTree(context.Background())
 		case sig := <-sigs:
 			// Forward to CMD's whole group. Later signals never cut the
 			// cleanup short: they are forwarded too.
@@ -154,6 +163,9 @@ func (s *supervisor) run(argv []string) (int, error) {
 		}
 	}
 	s.endTree(context.Background())
+	if err := s.journalFailure(); err != nil {
+		return 0, err
+	}
 	return exitStatus(s.cmd.ProcessState), nil
 }
 
@@ -178,7 +190,7 @@ func (s *supervisor) start(argv []string) error {
 		return err
 	}
 	rec := &journal.Record{Kind: journal.KindProcess, Label: s.label, Owner: s.self, Phase: journal.PhaseIntent, Cgroup: s.cg.path(), Note: s.cg.why}
-	if err := adm.Publish(rec); err != nil {
+	if err := s.publish(adm, rec, "publish", "CMD's intent record"); err != nil {
 		return err
 	}
 	s.recID = rec.ID
@@ -209,17 +221,20 @@ func (s *supervisor) start(argv []string) error {
 	// on, since returning would leave CMD's tree to nobody.
 	id, err := owner.Of(s.cmd.Process.Pid)
 	if err == nil {
-		s.leader, err = owner.Open(id)
+		if s.leader, err = owner.Open(id); err != nil && !errors.Is(err, owner.ErrGone) {
+			s.failure("hold", fmt.Sprintf("CMD (pid %d)", id.PID), fmt.Errorf("%w; its process group will not be signalled", err))
+			err = nil // its identity is known: journal it all the same
+		}
 	}
 	if err != nil {
 		if !errors.Is(err, owner.ErrGone) {
-			s.logf("cannot hold CMD (pid %d): %v; its process group will not be signalled", s.cmd.Process.Pid, err)
+			s.failClosed(fmt.Errorf("CMD (pid %d) cannot be identified: %w", s.cmd.Process.Pid, err))
 		}
 		return nil // exited already: its end is handled by endTree
 	}
 	rec.Subject, rec.PGID, rec.Phase = &id, id.PID, journal.PhaseLive
-	if err := adm.Publish(rec); err != nil {
-		s.logf("record CMD (pid %d) as live: %v; the intent record %s stays", id.PID, err, rec.ID)
+	if err := s.publish(adm, rec, "update", "CMD's record to live"); err != nil {
+		s.failClosed(fmt.Errorf("CMD (pid %d) cannot be journaled (its intent record %s names no subject): %w", id.PID, rec.ID, err))
 	}
 	return nil
 }
@@ -242,48 +257,12 @@ func (s *supervisor) scan() {
 	for _, id := range live {
 		pid := id.PID
 		next[pid] = id.StartTime
-		s.mu.Lock()
-		_, known := s.known[pid]
-		s.mu.Unlock()
-		if known || s.seen[pid] != id.StartTime {
+		if s.journaled(id) || s.seen[pid] != id.StartTime {
 			continue
 		}
 		s.track(id)
 	}
 	s.seen = next
-}
-
-// track journals one descendant and retires its record when it exits.
-func (s *supervisor) track(id owner.Identity) {
-	p, err := owner.Open(id)
-	if err != nil {
-		return
-	}
-	pg, _ := owner.GroupOf(id.PID)
-	t := &tracked{p: p, group: pg == id.PID}
-	rec := &journal.Record{Kind: journal.KindProcess, Label: strings.TrimSpace(s.label + " descendant"), Subject: &id, Owner: s.self, Phase: journal.PhaseLive}
-	if t.group {
-		rec.PGID = id.PID
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := s.root.Publish(ctx, rec); err != nil {
-		p.Close()
-		return
-	}
-	t.id = rec.ID
-	s.mu.Lock()
-	s.known[id.PID] = t
-	s.mu.Unlock()
-	go func() {
-		p.Wait(context.Background())
-		reapIfChild(id.PID)
-		s.root.Retire(t.id)
-		s.mu.Lock()
-		delete(s.known, id.PID)
-		s.mu.Unlock()
-		p.Close()
-	}()
 }
 
 // endTree ends CMD's group, its cgroup and every descendant, in parallel,
@@ -316,6 +295,11 @@ func (s *supervisor) endTree(ctx context.Context) {
 			pid := id.PID
 			p, err := owner.Open(id)
 			if err != nil {
+				if !errors.Is(err, owner.ErrGone) {
+					// Tried again next round (EMFILE passes as
+					// other terminations close their handles).
+					s.failure("open a handle to end", fmt.Sprintf("descendant pid %d", pid), err)
+				}
 				continue
 			}
 			pg, _ := owner.GroupOf(pid)
@@ -348,21 +332,17 @@ func (s *supervisor) endTree(ctx context.Context) {
 	s.mu.Lock()
 	var ended []string
 	for pid, t := range s.known {
-		if t.p.Exited() {
+		if t.exited() {
 			ended = append(ended, t.id)
 			delete(s.known, pid)
 		}
 	}
 	s.mu.Unlock()
 	for _, id := range ended {
-		if err := s.root.Retire(id); err != nil && !errors.Is(err, journal.ErrNotFound) {
-			s.logf("%v", err)
-		}
+		s.retire(id)
 	}
 	if s.recID != "" {
-		if err := s.root.Retire(s.recID); err != nil && !errors.Is(err, journal.ErrNotFound) {
-			s.logf("%v", err)
-		}
+		s.retire(s.recID)
 	}
 }
 
