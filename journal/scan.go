@@ -398,20 +398,24 @@ func (x *Exclusive) RemoveRoot() error {
 	if len(left) > 0 {
 		return fmt.Errorf("journal: keeping %s: %s: %w", r.path, strings.Join(left, ", "), ErrInUse)
 	}
-	parent, err := os.OpenRoot(filepath.Dir(r.path))
-	if err != nil {
-		return fmt.Errorf("journal: remove %s: %w", r.path, err)
-	}
-	defer parent.Close()
-	base := filepath.Base(r.path)
-	if fi, err := parent.Lstat(base); err != nil || !os.SameFile(fi, r.dirInfo) {
+	// The tombstone rename and the final rmdir go through the parent's
+	// descriptor from the walk that opened the root, never through its
+	// path: a directory renamed or swapped on the way since cannot
+	// redirect them.
+	if !r.linked() {
 		return nil
 	}
+	base := r.base
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	tomb := "." + base + ".removing-" + hex.EncodeToString(rnd[:])
-	if err := parent.Rename(base, tomb); err != nil {
+	if err := renameAt(r.parent, base, tomb); err != nil {
 		return fmt.Errorf("journal: remove %s: %w", r.path, err)
+	}
+	if st, err := statAt(r.parent, tomb); err != nil || !sameInode(st, r.dirInfo) {
+		// Renamed something else (the root was swapped after the
+		// check): put it back and keep it.
+		return errors.Join(fmt.Errorf("journal: remove %s: the entry changed during removal; left in place: %w", r.path, ErrInUse), renameAt(r.parent, tomb, base))
 	}
 	// Deepest first, every error collected.
 	var errs []error
@@ -427,7 +431,7 @@ func (x *Exclusive) RemoveRoot() error {
 	// again. rmdir leaves a non-empty directory alone, so anything else
 	// stays, and the error is reported.
 	for i := 0; ; i++ {
-		err := parent.Remove(tomb)
+		err := unlinkAt(r.parent, tomb, r.dirInfo, unix.AT_REMOVEDIR)
 		if err == nil {
 			break
 		}
