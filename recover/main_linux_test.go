@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		"member":    childMember,
 		"recoverer": childRecoverer,
 		"guard":     childGuard,
+		"swapper":   childSwapper,
 	})
 }
 

@@ -390,7 +390,7 @@ func (r *run) endResources(e Entry, a *Action, keep []string) {
 			retained = append(retained, fmt.Sprintf("%s holds %s, named by a record that stays", p, k))
 			continue
 		}
-		if err := removeTree(r.root.Dir(), p); err != nil {
+		if err := removeTree(r.root, p); err != nil {
 			retained = append(retained, err.Error())
 		} else {
 			did("removed " + p)

@@ -131,6 +131,9 @@ type Options struct {
 	// Credential, when set, runs the child as another user; the test
 	// binary is copied to a directory that user can read.
 	Credential *syscall.Credential
+	// ExtraFiles are passed to the child as fds 3, 4, ... (a directory a
+	// child of another user could not reach by path).
+	ExtraFiles []*os.File
 }
 
 // Start re-executes the test binary as the child name (see [Main]), with
@@ -155,6 +158,7 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 	cmd.Env = append(os.Environ(), envChild+"="+name, envReady+"="+readyDir)
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = "/"
+	cmd.ExtraFiles = o.ExtraFiles
 	if o.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
 	}
