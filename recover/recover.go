@@ -65,6 +65,9 @@ type Report struct {
 	Problems    []string `json:"problems,omitempty"`
 	RootRemoved bool     `json:"root_removed"`
 	RootKept    string   `json:"root_kept,omitempty"`
+	// RootMissing: there was no root to recover (reported only when the
+	// caller allows it, `recover --missing-ok`); nothing was removed.
+	RootMissing bool `json:"root_missing,omitempty"`
 	// Retained counts what should be gone but is not: unknown or corrupt
 	// records, unconfirmed kills, undeletable resources, and in All mode a
 	// root that could not be removed.
@@ -174,6 +177,7 @@ type run struct {
 	root      *journal.Root
 	opts      Options
 	rep       *Report
+	socks     *socketTable // the sockets of the current pass, each handled once
 	mu        sync.Mutex
 	tempsDone bool // temp files are judged once, by the first pass
 }
@@ -191,6 +195,8 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	r.socks = newSocketTable(r.root)
+	defer r.socks.close()
 	stageHook("classified")
 	actions := make([]Action, len(st.Entries))
 	var act []int
@@ -239,7 +245,7 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	}
 	r.parallel(act, func(i int) {
 		t1 := time.Now()
-		r.endResources(st.Entries[i], &actions[i], keep)
+		r.endResources(ctx, st.Entries[i], &actions[i], keep)
 		actions[i].Duration += time.Since(t1)
 	})
 	if !r.opts.DryRun {
@@ -309,13 +315,9 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	}
 	var retained []string
 	if rec.Kind == journal.KindTmux {
-		for _, s := range rec.Sockets {
-			if msg, err := r.stopTmux(ctx, s, rec.Subject); err != nil {
-				retained = append(retained, err.Error())
-			} else if msg != "" {
-				did(msg)
-			}
-		}
+		done, failed := r.stopTmuxAll(ctx, rec.Sockets, rec.Subject)
+		a.Done = append(a.Done, done...)
+		retained = append(retained, failed...)
 	}
 	if rec.Subject != nil && e.SubjectAlive {
 		msgs, err := terminate(ctx, *rec.Subject, rec.PGID != 0, r.opts.Grace)
@@ -342,7 +344,7 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 // removes its paths deepest first, and retires it; a record whose processes
 // were retained keeps everything, and so does a path that holds what a
 // staying record names (keep).
-func (r *run) endResources(e Entry, a *Action, keep []string) {
+func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []string) {
 	rec := e.Record
 	did := func(s string) { a.Done = append(a.Done, s) }
 	if r.opts.DryRun {
@@ -376,7 +378,7 @@ func (r *run) endResources(e Entry, a *Action, keep []string) {
 			retained = append(retained, fmt.Sprintf("socket %s is also named by a record that stays", s))
 			continue
 		}
-		if msg, err := r.unlinkSocket(s); err != nil {
+		if msg, err := r.unlinkSocket(ctx, s); err != nil {
 			retained = append(retained, err.Error())
 		} else if msg != "" {
 			did(msg)

@@ -44,7 +44,7 @@ const usage = `usage:
   ownerjournal publish [--root DIR] --pid PID [--owner-pid PID] [--label L] [--kind process|tmux] [--socket S]... [--path P]...
   ownerjournal retire [--root DIR] ID
   ownerjournal status [--root DIR] [--json]
-  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json]
+  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--missing-ok] [--json]
 
 The root is --root DIR, else $OWNERJOURNAL_ROOT.
 Exit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).
@@ -150,7 +150,17 @@ func openRoot(flagVal string) (*journal.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return journal.Open(p)
+	return openAt(p)
+}
+
+// openAt opens the root p; a root that does not exist is "no root at p"
+// (wrapping fs.ErrNotExist), never something that was removed.
+func openAt(p string) (*journal.Root, error) {
+	r, err := journal.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no root at %s: %w", p, fs.ErrNotExist)
+	}
+	return r, err
 }
 
 // ownerIdentity is --owner-pid's identity, or the caller's parent (the
@@ -490,6 +500,7 @@ func (c *cli) recover(args []string) error {
 	dry := f.Bool("dry-run", false, "classify and plan; change nothing")
 	keep := f.Bool("keep-root", false, "never remove the root")
 	asJSON := f.Bool("json", false, "print one JSON document")
+	missingOK := f.Bool("missing-ok", false, "a root that does not exist is nothing to recover (exit 0) rather than an error (exit 1)")
 	if err := parse(f, args); err != nil {
 		return err
 	}
@@ -508,10 +519,11 @@ func (c *cli) recover(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := journal.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		// Another recoverer already removed it: nothing left to do.
-		rep := &recover.Report{Root: p, Mode: map[bool]string{true: "all", false: "orphans"}[*all], Actions: []recover.Action{}, RootRemoved: true}
+	r, err := openAt(p)
+	if errors.Is(err, fs.ErrNotExist) && *missingOK {
+		// Asked for: a teardown that may run twice. Nothing was removed
+		// here, and the report says so.
+		rep := &recover.Report{Root: p, Mode: map[bool]string{true: "all", false: "orphans"}[*all], Actions: []recover.Action{}, RootMissing: true}
 		return c.printReport(rep, *asJSON)
 	}
 	if err != nil {
@@ -559,6 +571,8 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %d retained; ",
 		rep.Mode, rep.Root, counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], rep.Retained)
 	switch {
+	case rep.RootMissing:
+		fmt.Fprintln(c.stdout, "no root there, nothing to recover")
 	case rep.DryRun:
 		fmt.Fprintln(c.stdout, "dry run, nothing changed")
 	case rep.RootRemoved:
