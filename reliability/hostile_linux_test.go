@@ -73,6 +73,10 @@ func testHostile(t *testing.T, e *env) {
 		{"socket owned by another user", hostileForeignSocket},
 		{"path resource is a symlink out of the root", hostileSymlinkPath},
 		{"TMUX in the caller's environment", hostileTMUX},
+		{"recorded path through an in-root symlink to records/", hostileInRootSymlink},
+		{"recorded socket hard-linked to a socket outside the root", hostileHardLinkedSocket},
+		{"root under a directory another user owns", hostileForeignAncestor},
+		{"mistyped root", hostileMistypedRoot},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
