@@ -153,12 +153,18 @@ func openRoot(flagVal string) (*journal.Root, error) {
 	return openAt(p)
 }
 
-// openAt opens the root p; a root that does not exist is "no root at p"
-// (wrapping fs.ErrNotExist), never something that was removed.
+// noRootError is a root that does not exist: "no root at PATH", never
+// something that was removed. It wraps fs.ErrNotExist.
+type noRootError struct{ path string }
+
+func (e *noRootError) Error() string { return "no root at " + e.path }
+func (e *noRootError) Unwrap() error { return fs.ErrNotExist }
+
+// openAt opens the root p.
 func openAt(p string) (*journal.Root, error) {
 	r, err := journal.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no root at %s: %w", p, fs.ErrNotExist)
+		return nil, &noRootError{p}
 	}
 	return r, err
 }
