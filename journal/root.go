@@ -271,13 +271,19 @@ func (r *Root) closeFiles() error {
 
 // ConnectPath returns a path for connect(2) to the socket name inside the
 // root that resolves through the root's directory descriptor
-// (/proc/self/fd/N/name on Linux), so that no path component swapped after
-// validation can redirect the connect. Elsewhere it is the plain path. name
+// (/proc/self/fd/N/name on Linux). Elsewhere it is the plain path. name
 // must be a single entry validated with [CheckLocal].
+//
+// Deprecated: the name below the descriptor is resolved again at connect
+// time. Pin the socket instead: resolve its directory with
+// [Root.OpenParent], open it O_PATH|O_NOFOLLOW, check it with fstat and
+// connect through /proc/self/fd/N of that descriptor (as recover does).
 func (r *Root) ConnectPath(name string) string { return connectPath(r.top, r.path, name) }
 
 // ChildConnectPath is ConnectPath for a child process that receives
 // [Root.DirFile] as its first extra file (exec.Cmd.ExtraFiles[0], fd 3).
+//
+// Deprecated: see [Root.ConnectPath].
 func (r *Root) ChildConnectPath(name string) string { return connectPath(nil, r.path, name) }
 
 // DirFile returns the root's directory as an open file, to pass to a child

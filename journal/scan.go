@@ -226,7 +226,7 @@ func (r *Root) Scan() (*Scan, error) {
 }
 
 func (r *Root) scanLeases(s *Scan) error {
-	d, err := r.dir.Open(leasesDir)
+	d, err := r.openDir(leasesDir)
 	if err != nil {
 		return fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
