@@ -148,6 +148,12 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 		return false
 	}
 	names, err := f.Readdirnames(-1)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed since it was opened (getdents on a directory that
+		// was rmdir'ed): another recoverer got there first. Progress.
+		f.Close()
+		return false
+	}
 	if err != nil {
 		w.fail("readdir", name, err)
 		// Attempt what was listed; the rmdir of a directory that stays
