@@ -34,12 +34,12 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
 	testroot.Main(m, map[string]func() int{
-		"sleeper":    childSleeper,
-		"member":     childMember,
-		"recoverer":  childRecoverer,
-		"guard":      childGuard,
-		"swapper":    childSwapper,
-		"dirswapper": childDirSwapper,
+		"sleeper":   childSleeper,
+		"member":    childMember,
+		"recoverer": childRecoverer,
+		"guard":     childGuard,
+		"swapper":   childSwapper,
+		"dirswap":   childDirSwapper,
 	})
 }
 

@@ -116,7 +116,7 @@ func TestSocketDirSwapRace(t *testing.T) {
 		publish(t, r, &journal.Record{Kind: journal.KindTmux, Label: "tmux", Subject: &srv, Owner: deadIdentity(t), Sockets: []string{"scratch/d/s"}})
 		sd, err := os.Open(scratch)
 		require.NoError(t, err)
-		c := testroot.StartOpts(t, "dirswapper", testroot.Options{
+		c := testroot.StartOpts(t, "dirswap", testroot.Options{
 			Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 			ExtraFiles: []*os.File{sd},
 		})
