@@ -288,12 +288,9 @@ func (r *run) stopTmuxOnce(ctx context.Context, name string, subject *owner.Iden
 	// in the intent phase names no subject to wait for.
 	srv, err := r.tmuxServer(ctx, bin, ps)
 	if errors.Is(err, errNoAnswer) {
-		if subject != nil {
-			// The record's subject may still be ended through its
-			// handle (endProcesses does, after this).
-			return "", fmt.Errorf("tmux server on %s accepts connections but %w; its recorded subject is ended through its handle", ps.path, err)
-		}
-		return "", fmt.Errorf("tmux server on %s accepts connections but %w; nothing was signalled", ps.path, err)
+		// Nothing is signalled here: a live recorded subject is still
+		// ended through its own handle by the caller (endProcesses).
+		return "", fmt.Errorf("tmux server on %s accepts connections but %w; no signal sent through the socket", ps.path, err)
 	}
 	if srv != nil {
 		defer srv.Close()
