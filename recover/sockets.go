@@ -377,7 +377,8 @@ func (r *run) tmuxClient(ctx context.Context, bin string, ps *pinnedSocket, args
 	cmd.ExtraFiles = []*os.File{ps.f}
 	cmd.Env = scrubbedEnv()
 	cmd.Dir = "/"
-	cmd.WaitDelay = time.Second
+	// After a kill, output still buffered is not worth waiting for.
+	cmd.WaitDelay = 200 * time.Millisecond
 	out, err := cmd.CombinedOutput()
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
 		err = fmt.Errorf("%w within %v (tmux %s killed after the timeout)", errNoAnswer, tmuxTimeout, args[0])
