@@ -127,6 +127,11 @@ func TestOpenRefusesUnsafeAncestor(t *testing.T) {
 	require.NoError(t, os.Symlink("foreign", filepath.Join(base, "flink")))
 	_, err := Open(filepath.Join(base, "flink", "root"))
 	requireUnsafe(t, err, filepath.Join(base, "foreign"), "owned by uid")
+	// A symlink loop on the way ends in ELOOP, not in a hang.
+	require.NoError(t, os.Symlink("loop2", filepath.Join(base, "loop1")))
+	require.NoError(t, os.Symlink("loop1", filepath.Join(base, "loop2")))
+	_, err = Open(filepath.Join(base, "loop1", "root"))
+	require.ErrorIs(t, err, unix.ELOOP)
 }
 
 // TestRootIsNotReResolved: issue 11, bullet 4. Once open, a root is judged
