@@ -63,10 +63,11 @@ func removeTree(root *journal.Root, p string) error {
 }
 
 type treeWalk struct {
-	top   string // the recorded path, for messages
-	stack []*dirFrame
-	open  int // frames whose f is open
-	errs  []error
+	top       string // the recorded path, for messages
+	stack     []*dirFrame
+	open      int // frames whose f is open: stack[firstOpen:]
+	firstOpen int
+	errs      []error
 }
 
 // where names an entry of the walk, relative to the root, for messages.
@@ -163,14 +164,11 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 	if w.open++; w.open > maxOpenDirs {
 		// Close the shallowest open level; it is reached again through
 		// ".." when the walk climbs back to it.
-		for _, fr := range w.stack {
-			if fr.f != nil {
-				fr.f.Close()
-				fr.f = nil
-				w.open--
-				break
-			}
-		}
+		fr := w.stack[w.firstOpen]
+		fr.f.Close()
+		fr.f = nil
+		w.open--
+		w.firstOpen++
 	}
 	return true
 }
@@ -198,6 +196,7 @@ func (w *treeWalk) reopen(child, up *dirFrame) bool {
 	}
 	up.f = os.NewFile(uintptr(fd), up.name)
 	w.open++
+	w.firstOpen = len(w.stack) - 1 // up is the top; every level below it is closed
 	return true
 }
 
@@ -208,7 +207,7 @@ func (w *treeWalk) unwind() {
 			fr.f.Close()
 		}
 	}
-	w.stack, w.open = nil, 0
+	w.stack, w.open, w.firstOpen = nil, 0, 0
 }
 
 // unlink removes name from dir if it is still the inode (dev, ino) that
