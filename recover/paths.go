@@ -16,9 +16,13 @@ import (
 func depth(p string) int { return strings.Count(p, "/") }
 
 // maxOpenDirs bounds the directory descriptors one removal holds at once;
-// deeper levels are reached again through ".." of the level below, checked
-// by device and inode.
+// shallower levels are reached again through ".." of the level below,
+// checked by device and inode.
 var maxOpenDirs = 32
+
+// walkHook is a test seam, called after each directory the walk enters
+// with the number of levels it holds open.
+var walkHook = func(open int) {}
 
 // dirFrame is one directory of the walk: its descriptor (nil while closed
 // to bound the descriptors held), identity, its name in its parent and the
@@ -170,6 +174,7 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 		w.open--
 		w.firstOpen++
 	}
+	walkHook(w.open)
 	return true
 }
 

@@ -137,12 +137,29 @@ func TestRemoveTreeSwapRace(t *testing.T) {
 func TestRemoveTreeDeep(t *testing.T) {
 	old := maxOpenDirs
 	maxOpenDirs = 4
-	t.Cleanup(func() { maxOpenDirs = old })
 	r, dir := openRoot(t)
 	makeDeepTree(t, filepath.Join(dir, "deep"), 3000)
 	rec := publish(t, r, &journal.Record{Kind: journal.KindPath, Owner: deadIdentity(t), Paths: []string{"deep"}})
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	base := fds()
+	maxHeld, maxFds, entered := 0, 0, 0
+	walkHook = func(open int) {
+		maxHeld = max(maxHeld, open)
+		if entered++; entered%250 == 0 {
+			maxFds = max(maxFds, fds()-base)
+		}
+	}
+	t.Cleanup(func() { maxOpenDirs, walkHook = old, func(int) {} })
 	rep, err := Run(context.Background(), r, Options{Grace: time.Second})
 	require.NoError(t, err)
+	require.Equal(t, 3001, entered, "every level entered once")
+	require.LessOrEqual(t, maxHeld, 4)
+	// The walk's levels, the parent from OpenParent, ReadDir's own.
+	require.LessOrEqual(t, maxFds, 4+2, "descriptors held during the walk")
 	a := actionFor(t, rep, rec.ID)
 	require.Empty(t, a.Retained)
 	require.Contains(t, a.Done, "removed deep")
