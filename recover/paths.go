@@ -43,7 +43,8 @@ type dirFrame struct {
 // unlinkat on its directory's descriptor after checking the name still
 // refers to that inode. A symlink is removed itself, never followed; a
 // directory swapped for a symlink, or moved, while the walk runs fails
-// its check and is reported, never followed. Whoever owns a directory
+// its check and is reported, never followed; so is a mount point (the walk
+// never leaves the root's filesystem). Whoever owns a directory
 // inside the tree can make the removal fail, never redirect it.
 //
 // The cost is linear in entries and depth; at most maxOpenDirs descriptors
@@ -58,7 +59,11 @@ func removeTree(root *journal.Root, p string) error {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	defer parent.Close()
-	w := &treeWalk{top: p}
+	var pst unix.Stat_t
+	if err := unix.Fstat(int(parent.Fd()), &pst); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	w := &treeWalk{top: p, dev: uint64(pst.Dev)}
 	w.remove(parent, base)
 	if len(w.errs) > 0 {
 		return fmt.Errorf("remove %s: %w", p, errors.Join(w.errs...))
@@ -71,6 +76,7 @@ type treeWalk struct {
 	stack     []*dirFrame
 	open      int // frames whose f is open: stack[firstOpen:]
 	firstOpen int
+	dev       uint64 // the root's filesystem: the walk never leaves it
 	errs      []error
 }
 
@@ -128,6 +134,10 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 		if err != unix.ENOENT {
 			w.fail("fstatat", name, err)
 		}
+		return false
+	}
+	if uint64(st.Dev) != w.dev {
+		w.fail("fstatat", name, errors.New("is on another mount; left in place"))
 		return false
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {

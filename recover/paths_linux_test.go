@@ -187,3 +187,24 @@ func makeDeepTree(t *testing.T, top string, n int) {
 	}
 	unix.Close(fd)
 }
+
+// TestRemoveTreeStopsAtMounts: a mount point inside a recorded tree (a
+// real tmpfs) is not crossed: what is mounted there survives, the record
+// is retained with the reason.
+func TestRemoveTreeStopsAtMounts(t *testing.T) {
+	t.Parallel()
+	r, dir := openRoot(t)
+	mnt := filepath.Join(dir, "scratch", "mnt")
+	require.NoError(t, os.MkdirAll(mnt, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "scratch", "f"), nil, 0o600))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"))
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "keep"), []byte("keep"), 0o600))
+	rec := publish(t, r, &journal.Record{Kind: journal.KindPath, Owner: deadIdentity(t), Paths: []string{"scratch"}})
+	rep, err := Run(context.Background(), r, Options{Grace: time.Second})
+	require.NoError(t, err)
+	require.Contains(t, actionFor(t, rep, rec.ID).Retained, "scratch/mnt: is on another mount")
+	b, err := os.ReadFile(filepath.Join(mnt, "keep"))
+	require.NoError(t, err)
+	require.Equal(t, "keep", string(b))
+}
