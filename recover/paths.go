@@ -63,7 +63,11 @@ func removeTree(root *journal.Root, p string) error {
 	if err := unix.Fstat(int(parent.Fd()), &pst); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
-	w := &treeWalk{top: p, dev: uint64(pst.Dev)}
+	mnt, err := mountOf(int(parent.Fd()), "")
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	w := &treeWalk{top: p, dev: uint64(pst.Dev), mnt: mnt}
 	w.remove(parent, base)
 	if len(w.errs) > 0 {
 		return fmt.Errorf("remove %s: %w", p, errors.Join(w.errs...))
@@ -76,7 +80,7 @@ type treeWalk struct {
 	stack     []*dirFrame
 	open      int // frames whose f is open: stack[firstOpen:]
 	firstOpen int
-	dev       uint64 // the root's filesystem: the walk never leaves it
+	dev, mnt  uint64 // the root's filesystem and mount: the walk never leaves them
 	errs      []error
 }
 
@@ -136,7 +140,14 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 		}
 		return false
 	}
-	if uint64(st.Dev) != w.dev {
+	mnt, err := mountOf(int(dir.Fd()), name)
+	if err != nil {
+		if err != unix.ENOENT {
+			w.fail("statx", name, err)
+		}
+		return false
+	}
+	if uint64(st.Dev) != w.dev || mnt != w.mnt {
 		w.fail("fstatat", name, errors.New("is on another mount; left in place"))
 		return false
 	}
@@ -145,7 +156,7 @@ func (w *treeWalk) enter(dir *os.File, name string) bool {
 		return false
 	}
 	var fd int
-	err := ignoringEINTR(func() (err error) {
+	err = ignoringEINTR(func() (err error) {
 		fd, err = unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})

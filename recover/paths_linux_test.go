@@ -200,11 +200,23 @@ func TestRemoveTreeStopsAtMounts(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"))
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	require.NoError(t, os.WriteFile(filepath.Join(mnt, "keep"), []byte("keep"), 0o600))
+	// A bind mount of a directory on the same filesystem keeps st_dev;
+	// its mount id tells it apart.
+	outside := testroot.Dir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o600))
+	bind := filepath.Join(dir, "scratch", "bind")
+	require.NoError(t, os.Mkdir(bind, 0o700))
+	require.NoError(t, unix.Mount(outside, bind, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { unix.Unmount(bind, unix.MNT_DETACH) })
 	rec := publish(t, r, &journal.Record{Kind: journal.KindPath, Owner: deadIdentity(t), Paths: []string{"scratch"}})
 	rep, err := Run(context.Background(), r, Options{Grace: time.Second})
 	require.NoError(t, err)
-	require.Contains(t, actionFor(t, rep, rec.ID).Retained, "scratch/mnt: is on another mount")
-	b, err := os.ReadFile(filepath.Join(mnt, "keep"))
-	require.NoError(t, err)
-	require.Equal(t, "keep", string(b))
+	retained := actionFor(t, rep, rec.ID).Retained
+	require.Contains(t, retained, "scratch/mnt: is on another mount")
+	require.Contains(t, retained, "scratch/bind: is on another mount")
+	for _, p := range []string{filepath.Join(mnt, "keep"), filepath.Join(outside, "keep")} {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, "keep", string(b))
+	}
 }

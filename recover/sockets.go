@@ -138,9 +138,10 @@ func (t *socketTable) acquire(ctx context.Context) error {
 func (t *socketTable) release() { <-t.sem }
 
 // pinSocket resolves the recorded socket name beneath the root and checks,
-// through the descriptor, that it is a socket, owned by the effective UID,
-// with one link (a hard link to a socket elsewhere, a server outside the
-// root, is refused and never connected to).
+// through the descriptor, that it is a socket on the root's filesystem,
+// owned by the effective UID, with one link (a hard link or a bind mount of
+// a socket elsewhere, a server outside the root, is refused and never
+// connected to).
 func pinSocket(root *journal.Root, name string) (*pinnedSocket, error) {
 	path := filepath.Join(root.Path(), name)
 	dir, base, err := root.OpenParent(name)
@@ -160,11 +161,23 @@ func pinSocket(root *journal.Root, name string) (*pinnedSocket, error) {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
 	ps := &pinnedSocket{name: name, path: path, dir: dir, base: base, f: f}
-	var st unix.Stat_t
+	var st, dst unix.Stat_t
+	var smnt, dmnt uint64
 	err = unix.Fstat(int(f.Fd()), &st)
+	if err == nil {
+		err = unix.Fstat(int(dir.Fd()), &dst)
+	}
+	if err == nil {
+		smnt, err = mountOf(int(f.Fd()), "")
+	}
+	if err == nil {
+		dmnt, err = mountOf(int(dir.Fd()), "")
+	}
 	switch {
 	case err != nil:
 		err = fmt.Errorf("socket %s: %w", path, &fs.PathError{Op: "fstat", Path: path, Err: err})
+	case st.Dev != dst.Dev || smnt != dmnt:
+		err = fmt.Errorf("socket %s: is on another mount (a bind mount?); never connected to, left in place", path)
 	case st.Mode&unix.S_IFMT != unix.S_IFSOCK:
 		err = fmt.Errorf("socket %s: not a socket (%v), left in place", path, typeOf(uint32(st.Mode)))
 	case int(st.Uid) != os.Geteuid():

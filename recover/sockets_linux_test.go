@@ -58,17 +58,7 @@ func TestSocketHardLinkNeverConnected(t *testing.T) {
 	rep, err := Run(context.Background(), r, Options{Grace: time.Second})
 	require.NoError(t, err)
 	require.Contains(t, actionFor(t, rep, rec.ID).Retained, "has 2 links")
-	c, err := net.Dial("unix", outside)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = c.Write([]byte("me\n"))
-	require.NoError(t, err)
-	got, err := l.Accept()
-	require.NoError(t, err)
-	defer got.Close()
-	line, err := bufio.NewReader(got).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "me\n", line, "recovery connected to the hard-linked socket")
+	requireFirstAccept(t, l, outside)
 	_, err = os.Lstat(filepath.Join(dir, "app.sock"))
 	require.NoError(t, err, "the link is left in place")
 }
@@ -197,4 +187,42 @@ func TestStoppedTmuxServer(t *testing.T) {
 	require.NotContains(t, done, "signal: killed")
 	requireState(t, owner.Dead, srv, "stopped tmux server")
 	require.True(t, rep.RootRemoved, rep.RootKept)
+}
+
+// TestSocketBindMountRefused: a recorded socket that is a bind mount of a
+// socket outside the root (a mount point, so nlink is 1) is refused and
+// never connected to.
+func TestSocketBindMountRefused(t *testing.T) {
+	t.Parallel()
+	r, dir := openRoot(t)
+	outside := filepath.Join(testroot.Dir(t), "srv.sock")
+	l, err := net.Listen("unix", outside)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	sock := filepath.Join(dir, "app.sock")
+	require.NoError(t, os.WriteFile(sock, nil, 0o600))
+	require.NoError(t, unix.Mount(outside, sock, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { unix.Unmount(sock, unix.MNT_DETACH) })
+	rec := publish(t, r, &journal.Record{Kind: journal.KindPath, Owner: deadIdentity(t), Sockets: []string{"app.sock"}})
+	rep, err := Run(context.Background(), r, Options{Grace: time.Second})
+	require.NoError(t, err)
+	require.Contains(t, actionFor(t, rep, rec.ID).Retained, sock+": is on another mount")
+	requireFirstAccept(t, l, outside)
+}
+
+// requireFirstAccept checks that the first connection l ever accepts is
+// the test's own: nothing connected to it before.
+func requireFirstAccept(t *testing.T, l net.Listener, path string) {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("me\n"))
+	require.NoError(t, err)
+	got, err := l.Accept()
+	require.NoError(t, err)
+	defer got.Close()
+	line, err := bufio.NewReader(got).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "me\n", line, "recovery connected to the socket")
 }
