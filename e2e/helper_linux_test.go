@@ -110,6 +110,25 @@ func TestHelper(t *testing.T) {
 		w.checkNothingLeft(nil)
 	})
 
+	t.Run("a teardown run again after the root is gone passes --missing-ok", func(t *testing.T) {
+		w := newWorld(t)
+		// The first `recover` removes the root, then dies of SIGINT
+		// before it printed its report: the retry finds no root.
+		dir := testroot.PrivateDir(t, "ojw")
+		wrapper := filepath.Join(dir, "ownerjournal")
+		require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n"+
+			"if [ \"$1\" = recover ] && mkdir \""+dir+"/killed\" 2>/dev/null; then "+ojBin+" \"$@\" >/dev/null; kill -INT $$; fi\n"+
+			"exec "+ojBin+" \"$@\"\n"), 0o700))
+		out, stderr, code := w.node(t, `
+			const oj = require(process.argv[1]);
+			(async () => { await oj.setup(); oj.teardown(); })().catch((e) => { console.error(e); process.exit(1); });`,
+			"OWNERJOURNAL_BIN="+wrapper)
+		require.Equal(t, 0, code, "%s%s", out, stderr)
+		assert.DirExists(t, filepath.Join(dir, "killed"), "the first attempt ran and was killed")
+		assert.Regexp(t, `ownerjournal: recover --all \S+ \(globalTeardown\): exit 0; .*no root \(already gone\); 1 earlier attempt\(s\) killed by SIGINT`, out)
+		w.checkNothingLeft(nil)
+	})
+
 	t.Run("a server that exits before it is ready leaves nothing", func(t *testing.T) {
 		w := newWorld(t)
 		root := w.ownedRoot(t, "run")

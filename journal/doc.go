@@ -4,11 +4,16 @@
 // A root is a directory owned by the effective UID with mode 0700. [Open]
 // refuses a root (or a default base, see [DefaultBase]) that is a symlink,
 // is owned by another user or is accessible to group or others; it never
-// repairs one. After validation every file operation inside the root goes
-// through the root's directory descriptor ([os.Root], openat(2) with
-// O_NOFOLLOW on final components), so a symlink swapped in later cannot
-// redirect a read, a write or a delete. The process's working directory is
-// never changed.
+// repairs one. Resolve once, act through the descriptor: Open walks the
+// root's path from "/" once, refusing a directory on it that another user
+// owns or that group or others may write without the sticky bit, and keeps
+// the root and its parent open. Every later step (lock, admissions, leases,
+// records, the closing marker, the tombstone rename and the final rmdir)
+// goes through those descriptors, never the path. A name inside the root is
+// resolved by [Root.OpenParent]: openat2(2) with RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV (Linux 5.6+),
+// else a per-component O_NOFOLLOW walk: no symlink in any component, no mount
+// crossing. The process's working directory is never changed.
 //
 // Layout of a root:
 //
@@ -51,10 +56,14 @@
 //
 // Caveats: rename is not atomic on NFS, and flock(2) is advisory and may be
 // emulated on network filesystems: a root belongs on a local filesystem
-// (the defaults, $XDG_RUNTIME_DIR and /tmp, are). Lock files are opened by
-// path (gofrs/flock) and then checked to be the entry inside the validated
-// root's descriptor. Unix socket connects are path based; the root is private,
-// so no other user can swap an entry inside it.
+// (the defaults, $XDG_RUNTIME_DIR and /tmp, are). Lock and lease files are
+// opened beneath the root's descriptor (O_NOFOLLOW) and flocked there, then
+// checked to still be the entry of their directory. [Root.Dir] is an
+// [os.Root] on the same directory, which follows a symlink in the middle of
+// a path as long as it stays inside the root: code that acts on names
+// someone else may change resolves them with [Root.OpenParent] instead.
+// Without openat2 the walk compares st_dev, so a bind mount of the same
+// filesystem is not detected there.
 //
 // A *Root is safe for concurrent use by multiple goroutines.
 package journal

@@ -6,42 +6,122 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 
 	"github.com/ownerjournal/ownerjournal/internal/errs"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
 // lockRetry is how often a contended flock is retried while a context
-// allows (gofrs/flock's TryLockContext).
+// allows.
 const lockRetry = 5 * time.Millisecond
 
-// newFlock opens name inside the root by path with O_NOFOLLOW, and
-// O_NONBLOCK so that a FIFO in its place cannot block the open. Go opens
-// every file close-on-exec, so a child the caller starts never inherits the
-// lock.
-func (r *Root) newFlock(name string, create bool) *flock.Flock {
-	flag := os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
-	if create {
-		flag |= os.O_CREATE
-	}
-	return flock.New(filepath.Join(r.path, name), flock.SetFlag(flag), flock.SetPermissions(0o600))
+// fileLock is a file opened beneath the root's descriptor to be flocked
+// (flock(2) through x/sys): the lock file or a lease file. It is opened
+// close-on-exec, so a child the caller starts never inherits the lock.
+type fileLock struct {
+	f    *os.File
+	dir  *os.File // the directory holding it: the root or leases/
+	name string   // its name in dir
 }
 
-// checkLockFile verifies that the file fl has open is the entry name inside
-// the root's descriptor, a regular file of ours, so a path swapped after
-// validation cannot hand us another file's lock.
-func (r *Root) checkLockFile(fl *flock.Flock, name string) error {
-	got, err := fl.Stat()
+// newFlock opens name (the lock file, or "leases/<name>") through the
+// root's descriptors with O_NOFOLLOW and O_NONBLOCK; create adds O_CREAT.
+func (r *Root) newFlock(name string, create bool) (*fileLock, error) {
+	dir := r.top
+	if n, ok := strings.CutPrefix(name, leasesDir+"/"); ok {
+		dir, name = r.leases, n
+	}
+	f, err := r.openAt(dir, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &fileLock{f: f, dir: dir, name: name}, nil
+}
+
+// Path is the lock file's path, for messages.
+func (l *fileLock) Path() string { return l.f.Name() }
+
+// Close releases the lock and closes the file.
+func (l *fileLock) Close() error { return l.f.Close() }
+
+// try takes the lock how (LOCK_SH or LOCK_EX) without waiting; busy is
+// (false, nil).
+func (l *fileLock) try(how int) (bool, error) {
+	for {
+		err := unix.Flock(int(l.f.Fd()), how|unix.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case unix.EINTR:
+			continue
+		case unix.EWOULDBLOCK:
+			return false, nil
+		}
+		return false, &fs.PathError{Op: "flock", Path: l.Path(), Err: err}
+	}
+}
+
+// tryContext retries try every lockRetry until it succeeds, fails, or ctx
+// ends (then it returns ctx.Err()).
+func (l *fileLock) tryContext(ctx context.Context, how int) (bool, error) {
+	t := time.NewTicker(lockRetry)
+	defer t.Stop()
+	for {
+		if ok, err := l.try(how); ok || err != nil {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// openLock opens and locks name (see newFlock) how, waiting up to ctx (no
+// wait with a nil ctx). A missing file means the root was removed
+// ([ErrClosing]). busy is a nil lock and a nil error.
+func (r *Root) openLock(ctx context.Context, name string, how int) (*fileLock, error) {
+	fl, err := r.newFlock(name, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ok bool
+	if ctx == nil {
+		ok, err = fl.try(how)
+	} else {
+		ok, err = fl.tryContext(ctx, how)
+	}
+	if err != nil || !ok {
+		fl.Close()
+		return nil, err
+	}
+	if err := r.checkLockFile(fl); err != nil {
+		fl.Close()
+		return nil, err
+	}
+	return fl, nil
+}
+
+// checkLockFile verifies that the file fl has open is still the entry of
+// its directory (through the root's descriptors), a regular file of ours,
+// and that the root is still linked, so that a file unlinked or replaced
+// between open and lock cannot hand us a lock nobody else sees.
+func (r *Root) checkLockFile(fl *fileLock) error {
+	got, err := fl.f.Stat()
 	if err != nil {
 		return fmt.Errorf("journal: %s: %w", fl.Path(), err)
 	}
-	want, err := r.dir.Lstat(name)
-	if err != nil || !os.SameFile(got, want) || !r.linked() {
+	want, err := statAt(fl.dir, fl.name)
+	if err != nil || !sameInode(want, got) || !r.linked() {
 		return errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
 	}
 	if st, ok := got.Sys().(*syscall.Stat_t); !got.Mode().IsRegular() || !ok || int(st.Uid) != geteuid() {
@@ -79,21 +159,12 @@ func (r *Root) Admit(ctx context.Context) (*Admission, error) {
 	if r.sharedN == 0 {
 		// Never O_CREAT: the lock file is made by Open, and a missing one
 		// means the root was removed.
-		fl := r.newFlock(lockName, false)
-		ok, err := fl.TryRLockContext(ctx, lockRetry)
-		if err != nil || !ok {
-			fl.Close()
-			if err == nil {
-				err = ctx.Err()
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
+		fl, err := r.openLock(ctx, lockName, unix.LOCK_SH)
+		if err != nil {
+			if errors.Is(err, ErrClosing) || errors.Is(err, ErrUnsafeRoot) {
+				return nil, err
 			}
 			return nil, fmt.Errorf("journal: admission to %s: %w", r.path, err)
-		}
-		if err := r.checkLockFile(fl, lockName); err != nil {
-			fl.Close()
-			return nil, err
 		}
 		r.shared = fl
 	}
@@ -173,7 +244,7 @@ func (r *Root) MarkClosing() error {
 // Exclusive is the teardown lock of a root.
 type Exclusive struct {
 	r  *Root
-	fl *flock.Flock
+	fl *fileLock
 }
 
 // LockExclusive takes the exclusive lock on the root, waiting up to ctx for
@@ -187,21 +258,12 @@ func (r *Root) LockExclusive(ctx context.Context) (*Exclusive, error) {
 	if held > 0 {
 		return nil, fmt.Errorf("journal: %s: exclusive lock requested while this process holds %d admission(s)", r.path, held)
 	}
-	fl := r.newFlock(lockName, false)
-	ok, err := fl.TryLockContext(ctx, lockRetry)
-	if err != nil || !ok {
-		fl.Close()
-		if err == nil {
-			err = ctx.Err()
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
+	fl, err := r.openLock(ctx, lockName, unix.LOCK_EX)
+	if err != nil {
+		if errors.Is(err, ErrClosing) || errors.Is(err, ErrUnsafeRoot) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("journal: exclusive lock on %s: %w", r.path, err)
-	}
-	if err := r.checkLockFile(fl, lockName); err != nil {
-		fl.Close()
-		return nil, err
 	}
 	return &Exclusive{r: r, fl: fl}, nil
 }
@@ -215,17 +277,8 @@ func (r *Root) TryLockExclusive() (*Exclusive, error) {
 	if held > 0 {
 		return nil, nil
 	}
-	fl := r.newFlock(lockName, false)
-	ok, err := fl.TryLock()
-	if err != nil || !ok {
-		fl.Close()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.Quietf(ErrClosing, "journal: %s was removed", r.path)
-		}
-		return nil, err
-	}
-	if err := r.checkLockFile(fl, lockName); err != nil {
-		fl.Close()
+	fl, err := r.openLock(nil, lockName, unix.LOCK_EX)
+	if fl == nil || err != nil {
 		return nil, err
 	}
 	return &Exclusive{r: r, fl: fl}, nil
@@ -250,7 +303,7 @@ func (x *Exclusive) Unlock() error { return x.fl.Close() }
 type Lease struct {
 	r    *Root
 	name string
-	fl   *flock.Flock
+	fl   *fileLock
 }
 
 // leaseWait bounds how long Lease retries a contended lease file.
@@ -278,21 +331,27 @@ func (r *Root) Lease() (*Lease, error) {
 	// for a bounded time.
 	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 	defer cancel()
-	var fl *flock.Flock
+	var fl *fileLock
 	for {
-		fl = r.newFlock(name, true)
-		ok, err := fl.TryLockContext(ctx, lockRetry)
+		fl, err = r.newFlock(name, true)
+		if errors.Is(err, fs.ErrNotExist) && !r.linked() {
+			return nil, errs.Quietf(ErrClosing, "journal: lease on %s: the root was removed", r.path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: lease: %w", err)
+		}
+		ok, err := fl.tryContext(ctx, unix.LOCK_EX)
 		if err != nil || !ok {
 			fl.Close()
 			if errors.Is(err, fs.ErrNotExist) && !r.linked() {
 				return nil, errs.Quietf(ErrClosing, "journal: lease on %s: the root was removed", r.path)
 			}
-			if err == nil {
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
 				err = errors.New("held by another open file")
 			}
 			return nil, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
 		}
-		err = r.checkLockFile(fl, name)
+		err = r.checkLockFile(fl)
 		if err == nil {
 			break
 		}
@@ -345,9 +404,9 @@ func (r *Root) ReleaseLease() error {
 
 // release unlinks the lease file while still holding it, then unlocks.
 func (l *Lease) release() error {
-	err := l.r.dir.Remove(l.name)
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
+	st, err := l.fl.f.Stat()
+	if err == nil {
+		err = unlinkAt(l.fl.dir, l.fl.name, st, 0)
 	}
 	return errors.Join(err, l.fl.Close())
 }
@@ -376,18 +435,22 @@ func (r *Root) LeaseOf(id owner.Identity) (LeaseState, error) {
 	if !ok {
 		return LeaseNone, nil
 	}
-	fl := r.newFlock(name, false)
-	defer fl.Close()
-	ok, err := fl.TryRLock()
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	fl, err := r.newFlock(name, false)
+	if errors.Is(err, fs.ErrNotExist) {
 		return LeaseNone, nil
+	}
+	if err != nil {
+		return LeaseNone, fmt.Errorf("journal: lease: %w", err)
+	}
+	defer fl.Close()
+	ok, err = fl.try(unix.LOCK_SH)
+	switch {
 	case err != nil:
-		return LeaseNone, fmt.Errorf("journal: lease %s: %w", fl.Path(), err)
+		return LeaseNone, fmt.Errorf("journal: lease: %w", err)
 	case !ok:
 		return LeaseHeld, nil
 	}
-	if err := r.checkLockFile(fl, name); err != nil {
+	if err := r.checkLockFile(fl); err != nil {
 		return LeaseNone, err
 	}
 	return LeaseFree, nil
@@ -396,16 +459,23 @@ func (r *Root) LeaseOf(id owner.Identity) (LeaseState, error) {
 // removeFreeLease unlinks a lease file only while holding its lock, so a
 // live participant's lease is never removed.
 func (r *Root) removeFreeLease(name string) (removed bool, err error) {
-	fl := r.newFlock(leasesDir+"/"+name, false)
-	defer fl.Close()
-	ok, err := fl.TryLock()
+	fl, err := r.newFlock(leasesDir+"/"+name, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	defer fl.Close()
+	ok, err := fl.try(unix.LOCK_EX)
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := r.dir.Remove(leasesDir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	st, err := fl.f.Stat()
+	if err == nil {
+		err = unlinkAt(fl.dir, fl.name, st, 0)
+	}
+	if err != nil {
 		return false, fmt.Errorf("journal: %w", err)
 	}
 	return true, nil

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reserve is space set aside in a participant's own lease file so that the
@@ -31,13 +33,16 @@ type Reserve struct {
 // has less room, it halves the request down to min and keeps what it got;
 // it fails (an error wrapping ENOSPC) only if not even min could be had.
 func (l *Lease) Reserve(size, min int64) (*Reserve, error) {
-	f, err := l.r.dir.OpenFile(l.name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// Opened again for writing through the directory descriptor the lease
+	// was opened in (never by a path), and checked to be the file we hold
+	// the lock on.
+	fd, err := unix.Openat(int(l.fl.dir.Fd()), l.fl.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("journal: reserve in %s: %w", l.name, err)
+		return nil, fmt.Errorf("journal: reserve in %s: %w", l.name, &os.PathError{Op: "open", Path: l.fl.Path(), Err: err})
 	}
-	// The file opened must be the lease file we hold the lock on.
+	f := os.NewFile(uintptr(fd), l.fl.Path())
 	got, err1 := f.Stat()
-	want, err2 := l.fl.Stat()
+	want, err2 := l.fl.f.Stat()
 	if err := errors.Join(err1, err2); err != nil || !os.SameFile(got, want) {
 		f.Close()
 		if err == nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/gofrs/flock"
+	"github.com/ownerjournal/ownerjournal/internal/errs"
 )
 
 // Sentinel errors. Callers branch on them with [errors.Is].
@@ -130,14 +130,18 @@ func checkPrivateDir(path string, fi fs.FileInfo) error {
 // Root is an open, validated root.
 type Root struct {
 	path    string
-	dir     *os.Root
+	base    string   // the root's name in its parent
+	parent  *os.File // the directory holding the root, from the walk that opened it
+	top     *os.File // the root itself, read-only: every name inside is resolved from it
+	dev     uint64   // st_dev of the root, for the resolver's no-mount-crossing rule
 	dirInfo fs.FileInfo
+	dir     *os.Root // the same directory as top, for callers of Dir
 	records *os.Root
 	recDir  *os.File // records/, kept open to fsync it after renames
-	top     *os.File // the root itself, for ConnectPath and DirFile
+	leases  *os.File // leases/
 
 	mu      sync.Mutex
-	shared  *flock.Flock
+	shared  *fileLock
 	sharedN int
 	lease   *Lease
 }
@@ -191,9 +195,17 @@ func Create(name string) (*Root, error) {
 // Open validates an existing root directory and opens it. The root must be
 // an absolute or relative path to a directory owned by the effective UID,
 // mode 0700 (no group/other bits), not a symlink, and short enough that
-// socket names of up to [MaxSocketName] bytes fit inside it. Otherwise it
-// returns an [*UnsafeError] naming the path and the problem. The journal's
-// own entries (lock, records/, leases/) are created if missing.
+// socket names of up to [MaxSocketName] bytes fit inside it. Every directory
+// on its path must be owned by root or the effective UID and not writable by
+// group or others unless sticky. Otherwise it returns an [*UnsafeError]
+// naming the path and the problem. A root that does not exist is an error
+// wrapping [fs.ErrNotExist]. The journal's own entries (lock, records/,
+// leases/) are created if missing.
+//
+// The path is resolved once, component by component from "/"; the root and
+// its parent stay open, and every later step (lock, admissions, leases,
+// records, the closing marker, the removal of the root) goes through those
+// descriptors, never through the path again.
 func Open(path string) (*Root, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -202,20 +214,20 @@ func Open(path string) (*Root, error) {
 	if err := checkLength(abs); err != nil {
 		return nil, err
 	}
-	fi, err := os.Lstat(abs)
+	rp, err := walkToRoot(abs)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open root: %w", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("journal: no root at %s: %w", abs, err)
+		}
+		var ue *UnsafeError
+		if errors.As(err, &ue) {
+			return nil, err // it names the path and the reason itself
+		}
+		return nil, errs.Wrapf(err, "journal: open root %s", abs)
 	}
-	if err := checkPrivateDir(abs, fi); err != nil {
-		return nil, err
-	}
-	dir, err := os.OpenRoot(abs)
-	if err != nil {
-		return nil, fmt.Errorf("journal: open root: %w", err)
-	}
-	r := &Root{path: abs, dir: dir}
-	if err := r.init(fi); err != nil {
-		dir.Close()
+	r := &Root{path: abs, base: rp.base, parent: os.NewFile(uintptr(rp.parent), filepath.Dir(abs)), top: os.NewFile(uintptr(rp.root), abs), dev: uint64(rp.st.Dev)}
+	if err := r.init(); err != nil {
+		r.closeFiles()
 		return nil, err
 	}
 	return r, nil
@@ -230,27 +242,25 @@ func checkLength(abs string) error {
 	return nil
 }
 
-func (r *Root) init(want fs.FileInfo) error {
-	// The directory opened must be the one validated: re-check through the
-	// descriptor.
-	st, err := r.dir.Stat(".")
+func (r *Root) init() error {
+	st, err := r.top.Stat()
 	if err != nil {
 		return fmt.Errorf("journal: %s: %w", r.path, err)
-	}
-	if !os.SameFile(st, want) {
-		return &UnsafeError{r.path, "changed while being opened"}
 	}
 	if err := checkPrivateDir(r.path, st); err != nil {
 		return err
 	}
 	r.dirInfo = st
+	if r.dir, err = rootOf(r.top); err != nil {
+		return fmt.Errorf("journal: %s: %w", r.path, err)
+	}
 	for _, d := range []string{recordsDir, leasesDir} {
 		if err := r.mkdirInside(d); err != nil {
 			return err
 		}
 	}
 	// O_NONBLOCK: a FIFO in the lock file's place must not block the open.
-	lf, err := r.dir.OpenFile(lockName, os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	lf, err := r.openAt(r.top, lockName, true)
 	if err != nil {
 		return fmt.Errorf("journal: %s: %w", r.path, err)
 	}
@@ -262,30 +272,49 @@ func (r *Root) init(want fs.FileInfo) error {
 	if st, ok := lfi.Sys().(*syscall.Stat_t); !lfi.Mode().IsRegular() || !ok || int(st.Uid) != geteuid() {
 		return &UnsafeError{filepath.Join(r.path, lockName), "lock file is not a regular file of ours"}
 	}
-	if r.records, err = r.dir.OpenRoot(recordsDir); err != nil {
+	if r.recDir, err = r.openDir(recordsDir); err != nil {
+		return err
+	}
+	if r.records, err = rootOf(r.recDir); err != nil {
 		return fmt.Errorf("journal: %s: %w", r.path, err)
 	}
-	if r.recDir, err = r.records.Open("."); err != nil {
-		r.records.Close()
-		return fmt.Errorf("journal: %s: %w", r.path, err)
-	}
-	if r.top, err = r.dir.Open("."); err != nil {
-		r.recDir.Close()
-		r.records.Close()
-		return fmt.Errorf("journal: %s: %w", r.path, err)
+	if r.leases, err = r.openDir(leasesDir); err != nil {
+		return err
 	}
 	return nil
 }
 
+// closeFiles closes every descriptor the Root holds (those it has).
+func (r *Root) closeFiles() error {
+	var errs []error
+	for _, f := range []*os.File{r.leases, r.recDir, r.top, r.parent} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	for _, d := range []*os.Root{r.records, r.dir} {
+		if d != nil {
+			errs = append(errs, d.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ConnectPath returns a path for connect(2) to the socket name inside the
 // root that resolves through the root's directory descriptor
-// (/proc/self/fd/N/name on Linux), so that no path component swapped after
-// validation can redirect the connect. Elsewhere it is the plain path. name
+// (/proc/self/fd/N/name on Linux). Elsewhere it is the plain path. name
 // must be a single entry validated with [CheckLocal].
+//
+// Deprecated: the name below the descriptor is resolved again at connect
+// time. Pin the socket instead: resolve its directory with
+// [Root.OpenParent], open it O_PATH|O_NOFOLLOW, check it with fstat and
+// connect through /proc/self/fd/N of that descriptor (as recover does).
 func (r *Root) ConnectPath(name string) string { return connectPath(r.top, r.path, name) }
 
 // ChildConnectPath is ConnectPath for a child process that receives
 // [Root.DirFile] as its first extra file (exec.Cmd.ExtraFiles[0], fd 3).
+//
+// Deprecated: see [Root.ConnectPath].
 func (r *Root) ChildConnectPath(name string) string { return connectPath(nil, r.path, name) }
 
 // DirFile returns the root's directory as an open file, to pass to a child
@@ -307,8 +336,11 @@ func (r *Root) mkdirInside(name string) error {
 // Path returns the root's absolute path.
 func (r *Root) Path() string { return r.path }
 
-// Dir returns the root's directory handle. All access inside the root should
-// go through it. The caller must not close it.
+// Dir returns the root's directory handle, opened through the root's own
+// descriptor. Note that [os.Root] follows a symlink in the middle of a path
+// as long as it stays inside the root: to act on a path that someone else
+// could have changed, resolve it with [Root.OpenParent]. The caller must not
+// close it.
 func (r *Root) Dir() *os.Root { return r.dir }
 
 // Close releases the root's descriptors, any admission lock and the lease.
@@ -324,15 +356,17 @@ func (r *Root) Close() error {
 		errs = append(errs, r.shared.Close())
 		r.shared, r.sharedN = nil, 0
 	}
-	errs = append(errs, r.top.Close(), r.recDir.Close(), r.records.Close(), r.dir.Close())
+	errs = append(errs, r.closeFiles())
 	return errors.Join(errs...)
 }
 
-// linked reports whether the root's path still names the directory this Root
-// has open (false once the root was removed or replaced).
+// linked reports whether the root's entry in the parent directory opened
+// with it still names the directory this Root has open (false once the root
+// was removed, renamed to its tombstone or replaced). The path is not
+// resolved again: a directory renamed or swapped higher up cannot fool it.
 func (r *Root) linked() bool {
-	fi, err := os.Lstat(r.path)
-	return err == nil && os.SameFile(fi, r.dirInfo)
+	st, err := statAt(r.parent, r.base)
+	return err == nil && sameInode(st, r.dirInfo)
 }
 
 // Removed reports whether the root this Root opened is no longer at its path

@@ -229,7 +229,7 @@ func (r *Root) Scan() (*Scan, error) {
 }
 
 func (r *Root) scanLeases(s *Scan) error {
-	d, err := r.dir.Open(leasesDir)
+	d, err := r.openDir(leasesDir)
 	if err != nil {
 		return fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
@@ -387,20 +387,24 @@ func (x *Exclusive) RemoveRoot() error {
 	if left := leftSummary(s, live); left != "" {
 		return errs.Wrapf(ErrInUse, "journal: keeping %s: %s", r.path, left)
 	}
-	parent, err := os.OpenRoot(filepath.Dir(r.path))
-	if err != nil {
-		return fmt.Errorf("journal: remove %s: %w", r.path, err)
-	}
-	defer parent.Close()
-	base := filepath.Base(r.path)
-	if fi, err := parent.Lstat(base); err != nil || !os.SameFile(fi, r.dirInfo) {
+	// The tombstone rename and the final rmdir go through the parent's
+	// descriptor from the walk that opened the root, never through its
+	// path: a directory renamed or swapped on the way since cannot
+	// redirect them.
+	if !r.linked() {
 		return nil
 	}
+	base := r.base
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	tomb := "." + base + ".removing-" + hex.EncodeToString(rnd[:])
-	if err := parent.Rename(base, tomb); err != nil {
+	if err := renameAt(r.parent, base, tomb); err != nil {
 		return fmt.Errorf("journal: remove %s: %w", r.path, err)
+	}
+	if st, err := statAt(r.parent, tomb); err != nil || !sameInode(st, r.dirInfo) {
+		// Renamed something else (the root was swapped after the
+		// check): put it back and keep it.
+		return errors.Join(fmt.Errorf("journal: remove %s: the entry changed during removal; left in place: %w", r.path, ErrInUse), renameAt(r.parent, tomb, base))
 	}
 	// Deepest first, every error collected.
 	var errs []error
@@ -416,7 +420,7 @@ func (x *Exclusive) RemoveRoot() error {
 	// again. rmdir leaves a non-empty directory alone, so anything else
 	// stays, and the error is reported.
 	for i := 0; ; i++ {
-		err := parent.Remove(tomb)
+		err := unlinkAt(r.parent, tomb, r.dirInfo, unix.AT_REMOVEDIR)
 		if err == nil {
 			break
 		}

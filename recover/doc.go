@@ -30,12 +30,20 @@
 //     recorded cgroup id and lies in a base this user may create groups
 //     in; otherwise (a group made again by that name, a version 1 record
 //     without an id) the record is retained with the reason.
-//   - A socket is unlinked only when it lies in the root, is a socket of
-//     ours and nothing answers on it any more; a tmux server behind it is
-//     stopped first with `tmux -S SOCKET kill-server` under a scrubbed
-//     environment and a timeout.
-//   - Paths are removed deepest first; every error is collected. ENOENT is
-//     progress.
+//   - A socket is pinned once, as an O_PATH descriptor resolved beneath the
+//     root with no symlink in any component; it must be a socket of ours
+//     with one link (a hard link is refused and never connected to). Probes
+//     and the tmux client (`tmux -S /proc/self/fd/3 kill-server`, under a
+//     scrubbed environment and a 3 s timeout) reach it only through that
+//     descriptor, and it is unlinked only when nothing answers any more and
+//     its directory still holds that inode. Each distinct socket is handled
+//     once per pass, in parallel; a stopped recorded tmux server is ended
+//     through its verified handle rather than asked.
+//   - Paths are removed deepest first, by descriptor (fstatat, openat with
+//     O_NOFOLLOW, unlinkat on the parent after checking the inode), linear in
+//     entries and depth; a symlink is removed itself, never followed, and a
+//     tree swapped while it is removed is reported, not followed. Every error
+//     is collected. ENOENT is progress.
 //   - The root is removed last, under the exclusive lock, after a final
 //     rescan finds nothing left; anything ambiguous keeps the root.
 //   - A recovery is bounded by [Options.Deadline]: Wait (with All) + 4 ×

@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 		"guard":     childGuard,
 		"creator":   childCreator,
 		"starved":   childStarved,
+		"swapper":   childSwapper,
+		"dirswap":   childDirSwapper,
 	})
 }
 

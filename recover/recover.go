@@ -66,6 +66,9 @@ type Report struct {
 	Problems    []string `json:"problems,omitempty"`
 	RootRemoved bool     `json:"root_removed"`
 	RootKept    string   `json:"root_kept,omitempty"`
+	// RootMissing: there was no root to recover (reported only when the
+	// caller allows it, `recover --missing-ok`); nothing was removed.
+	RootMissing bool `json:"root_missing,omitempty"`
 	// Retained counts what should be gone but is not: unknown or corrupt
 	// records, unconfirmed kills, undeletable resources, and in All mode a
 	// root that could not be removed.
@@ -188,6 +191,7 @@ type run struct {
 	root      *journal.Root
 	opts      Options
 	rep       *Report
+	socks     *socketTable // the sockets of the current pass, each handled once
 	mu        sync.Mutex
 	tempsDone bool // temp files are judged once, by the first pass
 }
@@ -207,6 +211,8 @@ func (r *run) pass(ctx context.Context) (acted, inUse int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	r.socks = newSocketTable(r.root)
+	defer r.socks.close()
 	stageHook("classified")
 	actions := make([]Action, len(st.Entries))
 	var act []int
@@ -332,17 +338,9 @@ func (r *run) endProcesses(ctx context.Context, e Entry, a *Action) {
 	}
 	var retained []string
 	if rec.Kind == journal.KindTmux {
-		for _, s := range rec.Sockets {
-			if why := overdue(ctx); why != "" {
-				retained = append(retained, fmt.Sprintf("tmux server on socket %s not stopped", s))
-				continue
-			}
-			if msg, err := r.stopTmux(ctx, s, rec.Subject); err != nil {
-				retained = append(retained, err.Error())
-			} else if msg != "" {
-				did(msg)
-			}
-		}
+		done, failed := r.stopTmuxAll(ctx, rec.Sockets, rec.Subject)
+		a.Done = append(a.Done, done...)
+		retained = append(retained, failed...)
 	}
 	if rec.Subject != nil && e.SubjectAlive {
 		msgs, err := terminate(ctx, *rec.Subject, rec.PGID != 0, r.opts.Grace)
@@ -373,7 +371,7 @@ func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []strin
 	rec := e.Record
 	did := func(s string) { a.Done = append(a.Done, s) }
 	if r.opts.DryRun {
-		for _, s := range rec.Sockets {
+		for _, s := range unique(rec.Sockets) {
 			did("would stop and unlink socket " + s)
 		}
 		for _, p := range rec.Paths {
@@ -403,7 +401,7 @@ func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []strin
 		r.logf("ownerjournal: retained %s: %s", rec.ID, a.Retained)
 		return
 	}
-	for _, s := range rec.Sockets {
+	for _, s := range unique(rec.Sockets) {
 		if overdue(ctx) != "" {
 			retained = append(retained, "socket "+s+" not checked")
 			continue
@@ -412,7 +410,7 @@ func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []strin
 			retained = append(retained, fmt.Sprintf("socket %s is also named by a record that stays", s))
 			continue
 		}
-		if msg, err := r.unlinkSocket(s); err != nil {
+		if msg, err := r.unlinkSocket(ctx, s); err != nil {
 			retained = append(retained, err.Error())
 		} else if msg != "" {
 			did(msg)
@@ -426,7 +424,7 @@ func (r *run) endResources(ctx context.Context, e Entry, a *Action, keep []strin
 			retained = append(retained, fmt.Sprintf("%s holds %s, named by a record that stays", p, k))
 			continue
 		}
-		if err := removeTree(r.root.Dir(), p); err != nil {
+		if err := removeTree(r.root, p); err != nil {
 			retained = append(retained, err.Error())
 		} else {
 			did("removed " + p)

@@ -12,7 +12,9 @@
 //  2. PID reuse: records whose start time, boot id or UID do not match the
 //     live process with that PID; no signal may reach it;
 //  3. hostile inputs: unsafe bases, roots, records, sockets, paths and a
-//     TMUX variable, each refused with a message naming the path and why;
+//     TMUX variable, and hostile writers (an in-root symlink in a recorded
+//     path, a hard-linked socket, a root under another user's directory, a
+//     mistyped root), each refused with a message naming the path and why;
 //  4. fuzzing of every fuzz target of the module (go test -fuzz), plus an
 //     in-process mutation run of the record decoder;
 //  5. a soak of 8 publishers and 4 recoverers on one root;

@@ -76,6 +76,10 @@ func testHostile(t *testing.T, e *env) {
 		{"record naming the bait in another PID namespace", hostileForeignNamespace},
 		{"cgroup removed and made again under the recorded name", hostileCgroupReplaced},
 		{"free lease without a boot id naming a live owner", hostileLegacyFreeLease},
+		{"recorded path through an in-root symlink to records/", hostileInRootSymlink},
+		{"recorded socket hard-linked to a socket outside the root", hostileHardLinkedSocket},
+		{"root under a directory another user owns", hostileForeignAncestor},
+		{"mistyped root", hostileMistypedRoot},
 	}
 	cases = append(cases, identityHostile...)
 	for _, c := range cases {

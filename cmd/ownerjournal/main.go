@@ -47,7 +47,7 @@ const usage = `usage:
   ownerjournal status [--root DIR] [--json | --tree]
   ownerjournal reopen [--root DIR]
   ownerjournal forget [--root DIR] FILE
-  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--json] [--as-owner]
+  ownerjournal recover [--root DIR] [--all] [--grace D] [--wait D] [--dry-run] [--keep-root] [--missing-ok] [--json] [--as-owner]
 
 The root is --root DIR, else $OWNERJOURNAL_ROOT.
 Exit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).
@@ -161,7 +161,23 @@ func openRoot(flagVal string) (*journal.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return journal.Open(p)
+	return openAt(p)
+}
+
+// noRootError is a root that does not exist: "no root at PATH", never
+// something that was removed. It wraps fs.ErrNotExist.
+type noRootError struct{ path string }
+
+func (e *noRootError) Error() string { return "no root at " + e.path }
+func (e *noRootError) Unwrap() error { return fs.ErrNotExist }
+
+// openAt opens the root p.
+func openAt(p string) (*journal.Root, error) {
+	r, err := journal.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &noRootError{p}
+	}
+	return r, err
 }
 
 // ownerIdentity is --owner-pid's identity, or the caller's parent (the
@@ -384,6 +400,7 @@ func (c *cli) recover(args []string) error {
 	keep := f.Bool("keep-root", false, "never remove the root")
 	asJSON := f.Bool("json", false, "print one JSON document")
 	asOwner := f.Bool("as-owner", false, asOwnerHelp)
+	missingOK := f.Bool("missing-ok", false, "a root that does not exist is nothing to recover (exit 0) rather than an error (exit 1)")
 	if err := parse(f, args); err != nil {
 		return err
 	}
@@ -407,10 +424,11 @@ func (c *cli) recover(args []string) error {
 			return err
 		}
 	}
-	r, err := journal.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		// Another recoverer already removed it: nothing left to do.
-		rep := &recover.Report{Root: p, Mode: map[bool]string{true: "all", false: "orphans"}[*all], Actions: []recover.Action{}, RootRemoved: true}
+	r, err := openAt(p)
+	if errors.Is(err, fs.ErrNotExist) && *missingOK {
+		// Asked for: a teardown that may run twice. Nothing was removed
+		// here, and the report says so.
+		rep := &recover.Report{Root: p, Mode: map[bool]string{true: "all", false: "orphans"}[*all], Actions: []recover.Action{}, RootMissing: true}
 		return c.printReport(rep, *asJSON)
 	}
 	if err != nil {
@@ -458,6 +476,8 @@ func (c *cli) printReport(rep *recover.Report, asJSON bool) error {
 	fmt.Fprintf(c.stdout, "recover (%s) %s: %d orphan, %d stale, %d in-use, %d unknown, %d corrupt; %s; ",
 		rep.Mode, safetext.Quote(rep.Root), counts[recover.Orphan], counts[recover.Stale], counts[recover.InUse], counts[recover.Unknown], counts[recover.Corrupt], retainedSummary(rep))
 	switch {
+	case rep.RootMissing:
+		fmt.Fprintln(c.stdout, "no root there, nothing to recover")
 	case rep.DryRun:
 		fmt.Fprintln(c.stdout, "dry run, nothing changed")
 	case rep.RootRemoved:

@@ -135,6 +135,9 @@ type Options struct {
 	// argument: ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--"]
 	// starts it in a new PID namespace (see [Unshare]).
 	Wrap []string
+	// ExtraFiles are passed to the child as fds 3, 4, ... (a directory a
+	// child of another user could not reach by path).
+	ExtraFiles []*os.File
 }
 
 // Start re-executes the test binary as the child name (see [Main]), with
@@ -162,6 +165,7 @@ func StartOpts(t testing.TB, name string, o Options) *Child {
 	cmd.Env = append(os.Environ(), envChild+"="+name, envReady+"="+readyDir)
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = "/"
+	cmd.ExtraFiles = o.ExtraFiles
 	if o.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
 	}

@@ -313,7 +313,7 @@ async function recoverStale(base, { except } = {}) {
     if (st.isDirectory()) roots.push(p);
   }
   const results = await Promise.all(roots.map(async (root) => {
-    const r = await cliAsync(['recover', '--root', root, '--json'], { detached: true });
+    const r = await cliAsync(['recover', '--root', root, '--missing-ok', '--json'], { detached: true });
     return { root, ...r, report: parseJSON(r.stdout) };
   }));
   let removed = 0;
@@ -327,7 +327,7 @@ async function recoverStale(base, { except } = {}) {
     }
     if (r.status === EXIT.RETAINED) retained++;
     else if (r.status !== EXIT.OK) failed++;
-    else if (r.report && r.report.root_removed) removed++;
+    else if (r.report && (r.report.root_removed || r.report.root_missing)) removed++; // gone either way
     else kept++;
   }
   const line = `ownerjournal: ${roots.length} other root(s) in ${base}: ${removed} stale removed ` +
@@ -364,7 +364,10 @@ function teardown({ reason = 'globalTeardown', log = say } = {}) {
   st.done = true;
   const mode = st.created ? ['--all'] : ['--keep-root'];
   const what = `recover ${mode.join(' ')}`;
-  const args = ['recover', '--root', st.root, ...mode, '--json'];
+  // --missing-ok: a teardown can run twice (an 'exit' handler after
+  // globalTeardown, a retry after a signal killed the first run); a root
+  // already gone is then nothing to recover, not a failure.
+  const args = ['recover', '--root', st.root, ...mode, '--missing-ok', '--json'];
   const t0 = Date.now();
   let r;
   const killed = [];
@@ -383,7 +386,7 @@ function teardown({ reason = 'globalTeardown', log = say } = {}) {
   let outcome = 'no report';
   if (report) {
     outcome = `${report.records.length} record(s)${report.records.length ? ` (${countVerdicts(report)})` : ''}, ` +
-      `${report.retained} retained, ` + (report.root_removed ? 'root removed' : `root kept: ${report.root_kept || 'unknown reason'}`);
+      `${report.retained} retained, ` + (report.root_removed ? 'root removed' : report.root_missing ? 'no root (already gone)' : `root kept: ${report.root_kept || 'unknown reason'}`);
     for (const a of report.records) {
       if (a.retained) outcome += `; retained ${a.verdict} ${a.id || a.path}${a.label ? ` (${a.label})` : ''}: ${a.retained}`;
     }

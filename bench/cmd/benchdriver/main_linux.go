@@ -24,6 +24,7 @@ var figures = []figure{
 	{"publish-concurrent", (*driver).publishConcurrent},
 	{"scan-10k", (*driver).scan10k},
 	{"recover-10k", (*driver).recover10k},
+	{"remove-deep", (*driver).removeDeep},
 	{"teardown-200", (*driver).teardown200},
 	{"exit-latency-ms", (*driver).exitLatency},
 	{"status-empty-ms", (*driver).statusEmpty},
