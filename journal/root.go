@@ -94,6 +94,11 @@ func DefaultBase() (string, error) {
 
 // mkdirPrivate creates dir with mode 0700 if it does not exist and then
 // validates it, whether it was created now or found.
+//
+// These are the only name-based steps (a base or a root being made): they
+// decide nothing that is later trusted. [Open] walks the path again from /
+// by descriptor and validates every directory on it before anything inside
+// is touched.
 func mkdirPrivate(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("journal: create %s: %w", dir, err)

@@ -143,7 +143,7 @@ func (t *socketTable) release() { <-t.sem }
 // a socket elsewhere, a server outside the root, is refused and never
 // connected to).
 func pinSocket(root *journal.Root, name string) (*pinnedSocket, error) {
-	path := filepath.Join(root.Path(), name)
+	path := filepath.Join(root.Path(), name) // for messages only
 	dir, base, err := root.OpenParent(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
