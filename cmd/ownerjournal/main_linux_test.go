@@ -51,8 +51,11 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
 	testscript.Main(m, map[string]func(){
-		"ownerjournal": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) },
-		"ojhelper":     func() { os.Exit(helperMain(os.Args[1:])) },
+		"ownerjournal": func() {
+			forcefulKill = os.Getenv("OJ_TEST_NO_FORCEFUL_KILL") == ""
+			os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+		},
+		"ojhelper": func() { os.Exit(helperMain(os.Args[1:])) },
 	})
 }
 

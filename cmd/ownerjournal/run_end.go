@@ -12,6 +12,11 @@ import (
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
+// forcefulKill is whether endForcefully SIGKILLs what it stopped and
+// journaled; a test seam (false) that stands for processes SIGKILL does not
+// end in time (uninterruptible sleep), to reach the survivors' path.
+var forcefulKill = true
+
 // endForcefully is every round of endTree after the first. What it finds
 // was born while the tree was ending (its parent already had SIGTERM and
 // the grace period) or outlived the first round, so it gets no second grace:
@@ -56,7 +61,9 @@ func (s *supervisor) endForcefully(ctx context.Context, deadline time.Time) {
 	wait := max(time.Until(deadline), s.grace)
 	done := make(chan struct{}, len(held))
 	for pid, p := range held {
-		p.Signal(syscall.SIGKILL)
+		if forcefulKill {
+			p.Signal(syscall.SIGKILL)
+		}
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, wait)
 			p.Wait(wctx)

@@ -122,7 +122,10 @@ func reaped(t *testing.T, r *proc, base string) map[int]int {
 // stderr, CMD never started or dead, the journal empty.
 func spawnerGoneCase(t *testing.T, root, dir string, r *proc, runErr string) {
 	t.Helper()
+	// The reaper writes its list once every process it adopted has ended:
+	// run, and CMD if run left it.
 	got := reaped(t, r, filepath.Join(dir, "r"))
+	require.Equal(t, 0, r.wait(t))
 	var runStatus []int
 	for _, code := range got {
 		if code != 0 {
@@ -179,7 +182,6 @@ func TestSpawnerExitsAtOnce(t *testing.T) {
 				case "named":
 					r = helper(t, append([]string{"reaper", filepath.Join(dir, "r"), "--", "ojhelper", "spawnexit", "-name", filepath.Join(dir, "s"), "--"}, runArgs...)...)
 				}
-				require.Equal(t, 0, r.wait(t))
 				spawnerGoneCase(t, root, dir, r, runErr)
 			})
 		}
@@ -304,7 +306,6 @@ func TestSpawnerNode(t *testing.T) {
 				"ownerjournal", "run", "--root", root, "--grace", "1s", "--", "ojhelper", "sleep", filepath.Join(dir, "cmd"))
 			runErr := filepath.Join(dir, "s.err")
 			if mode == "exit" {
-				require.Equal(t, 0, r.wait(t))
 				spawnerGoneCase(t, root, dir, r, runErr)
 				return
 			}
