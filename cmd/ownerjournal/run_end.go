@@ -196,6 +196,11 @@ func (s *supervisor) onSpawnerGone() {
 	s.spawnerGone.Store(true)
 	err := s.sp.err()
 	s.logf("%v: ending CMD's tree", err)
+	// CMD's group hears of it first, before the record's note (an fsync)
+	// and the rest of the tree; endTree's SIGTERM then repeats it.
+	if err := s.leaderSignal(syscall.SIGTERM); err != nil && !errors.Is(err, owner.ErrGone) {
+		s.logf("signal CMD's group: %v", err)
+	}
 	// Never after the tree's end has begun: its settle may have retired
 	// the record, which a publish would bring back.
 	if s.rec != nil && s.endMu.TryLock() {

@@ -167,13 +167,17 @@ func (sp *spawner) waitExit() {
 	}
 }
 
-// onDeathSignal checks the pidfd whenever the parent-death signal arrives:
-// a parent *thread* that ended sends it too.
+// onDeathSignal looks at the spawner whenever the parent-death signal
+// arrives: a parent *thread* that ended sends it too. The kernel re-parents
+// run before it sends the signal (forget_original_parent): to another
+// thread of the spawner if one lives on, else to a reaper. So getppid tells
+// the two apart at once, while the dying spawner's pidfd turns readable only
+// at the end of its exit (waitExit catches that too).
 func (sp *spawner) onDeathSignal() {
 	for {
 		select {
 		case <-sp.plat.sigs:
-			if sp.exited() {
+			if unix.Getppid() != sp.id.PID || sp.exited() {
 				sp.goneNow()
 			} else {
 				fmt.Fprintf(sp.log, "ownerjournal run: parent-death signal, but the spawner (pid %d) lives on: the thread of it that started run ended\n", sp.id.PID)
@@ -187,7 +191,7 @@ func (sp *spawner) onDeathSignal() {
 // check re-checks the spawner now; it returns an error wrapping
 // errSpawnerGone when it is gone.
 func (sp *spawner) check() error {
-	if sp.plat.f != nil && sp.exited() {
+	if sp.plat.f != nil && (unix.Getppid() != sp.id.PID || sp.exited()) {
 		sp.goneNow()
 	}
 	return sp.err()
