@@ -53,20 +53,21 @@ type spawnerPlatform struct {
 //     $OWNERJOURNAL_SPAWNER.
 func watchSpawner(log io.Writer) (*spawner, error) {
 	sp := &spawner{gone: make(chan struct{}), log: log}
-	ppid := startParent
-	fd, err := unix.PidfdOpen(ppid, unix.PIDFD_NONBLOCK)
-	switch {
-	case ppid <= 0:
-		// The parent is outside our PID namespace (run is its init): there
-		// is no spawner to watch from here.
-	case errors.Is(err, unix.ESRCH):
-		sp.markGone(fmt.Sprintf("run's parent, pid %d, exited before run could watch it", ppid))
-	case err != nil:
-		return nil, os.NewSyscallError("pidfd_open", err)
-	default:
-		sp.plat.f = os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(ppid))
-		sp.capture(ppid)
+	// A parent PID of 0 is outside our PID namespace (run is its init):
+	// there is no spawner to watch from here.
+	if ppid := startParent; ppid > 0 {
+		fd, err := unix.PidfdOpen(ppid, unix.PIDFD_NONBLOCK)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			sp.markGone(fmt.Sprintf("run's parent, pid %d, exited before run could watch it", ppid))
+		case err != nil:
+			return nil, os.NewSyscallError("pidfd_open", err)
+		default:
+			sp.plat.f = os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(ppid))
+			sp.capture(ppid)
+		}
 	}
+	ppid := startParent
 	claimed, err := claimedSpawner()
 	if err != nil {
 		sp.close()
