@@ -155,7 +155,8 @@ func (s *supervisor) run(argv []string) (int, error) {
 		select {
 		case <-exited:
 			done = true
-			s.tty.release(s.cmd.Process.Pid)
+			ws, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			s.tty.release(s.cmd.Process.Pid, ws.Signaled())
 		case sig := <-jobSigs:
 			s.onJobSignal(sig)
 		case sig := <-sigs:

@@ -27,7 +27,8 @@ import (
 // A run in the background of its terminal never touches it.
 type terminal struct {
 	fd      int
-	ours    int // run's process group, in the foreground at start
+	ours    int           // run's process group, in the foreground at start
+	modes   *unix.Termios // the terminal's modes at start
 	sigs    chan os.Signal
 	stopped bool // CMD was seen stopped and run stopped itself since
 }
@@ -36,14 +37,15 @@ type terminal struct {
 // else nil: then nothing about terminals changes.
 func openTerminal() *terminal {
 	fd := int(os.Stdin.Fd())
-	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+	modes, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
 		return nil
 	}
 	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	if err != nil || fg != unix.Getpgrp() {
 		return nil
 	}
-	return &terminal{fd: fd, ours: fg}
+	return &terminal{fd: fd, ours: fg, modes: modes}
 }
 
 // foreground makes CMD's new process group the terminal's foreground group
@@ -110,8 +112,10 @@ func (s *supervisor) onJobSignal(sig os.Signal) {
 
 // release stops the job-control signals and, when CMD's group (or a group
 // that is gone) still has the terminal, gives it back to run's group, as a
-// shell does when a foreground job ends.
-func (t *terminal) release(cmdPgid int) {
+// shell does when a foreground job ends. A CMD killed by a signal may leave
+// the terminal in its own modes (raw, no echo): then the modes of the start
+// are restored, as bash does for a job that dies of a signal.
+func (t *terminal) release(cmdPgid int, signalled bool) {
 	if t == nil {
 		return
 	}
@@ -121,7 +125,9 @@ func (t *terminal) release(cmdPgid int) {
 		return
 	}
 	if fg == cmdPgid || unix.Kill(-fg, 0) == unix.ESRCH {
-		tcsetpgrp(t.fd, t.ours)
+		if tcsetpgrp(t.fd, t.ours) == nil && signalled {
+			unix.IoctlSetTermios(t.fd, unix.TCSETSW, t.modes)
+		}
 	}
 }
 

@@ -14,5 +14,5 @@ type terminal struct{}
 func openTerminal() *terminal                       { return nil }
 func (t *terminal) foreground(*syscall.SysProcAttr) {}
 func (t *terminal) notify() <-chan os.Signal        { return nil }
-func (t *terminal) release(int)                     {}
+func (t *terminal) release(int, bool)               {}
 func (s *supervisor) onJobSignal(os.Signal)         {}

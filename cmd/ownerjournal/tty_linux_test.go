@@ -289,3 +289,30 @@ func awaitForeground(t *testing.T, o *ptyOut, ptmx *os.File, pgid int) {
 		}
 	}
 }
+
+// TestRunTerminalModesAfterSignal: a CMD that puts the terminal in raw mode
+// without echo and dies of SIGKILL does not leave it so: run restores the
+// modes it found, as bash does for a job killed by a signal, and takes the
+// foreground back.
+func TestRunTerminalModesAfterSignal(t *testing.T) {
+	t.Parallel()
+	root := newRoot(t)
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer ptmx.Close()
+	defer tty.Close()
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	require.NotZero(t, before.Lflag&unix.ECHO, "a fresh terminal echoes")
+	cmd := ojCmd("run", "--root", root, "--cgroup", "off", "--", "sh", "-c", `stty raw -echo; echo re""ady; kill -KILL $$`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	require.NoError(t, cmd.Start())
+	out := readPTY(ptmx)
+	out.await(t, 0, "ready")
+	require.Equal(t, 128+int(syscall.SIGKILL), waitExit(t, cmd), "run exits with CMD's status")
+	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	require.Equal(t, before.Lflag, after.Lflag, "local modes (ECHO, ICANON) restored")
+	require.Equal(t, before.Iflag, after.Iflag, "input modes restored")
+}
