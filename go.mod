@@ -3,6 +3,7 @@ module github.com/ownerjournal/ownerjournal
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/google/renameio/v2 v2.0.2
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/stretchr/testify v1.12.1

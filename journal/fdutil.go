@@ -40,6 +40,11 @@ func (r *Root) openAt(dir *os.File, name string, create bool) (*os.File, error) 
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if create {
 		flags |= unix.O_CREAT
+		if dir == r.leases {
+			// A participant's own lease file: writable, so that its
+			// reserve (Lease.Reserve) lives in the same descriptor.
+			flags = flags&^unix.O_RDONLY | unix.O_RDWR
+		}
 	}
 	shown := filepath.Join(dir.Name(), name)
 	fd, err := retryEINTR(func() (int, error) { return unix.Openat(int(dir.Fd()), name, flags, 0o600) })

@@ -100,6 +100,16 @@ func (c *containment) kill(ctx context.Context, grace time.Duration) error {
 	return c.g.Kill(ctx)
 }
 
+// empty reports whether the group has no member left (cgroup.events
+// populated 0); without a group there is nothing to be populated.
+func (c *containment) empty() (bool, error) {
+	if c.g == nil {
+		return true, nil
+	}
+	populated, err := c.g.Populated()
+	return !populated, err
+}
+
 func (c *containment) remove() error {
 	if c.g == nil {
 		return nil

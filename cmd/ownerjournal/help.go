@@ -13,7 +13,17 @@ import (
 var summaries = map[string]string{
 	"session": "Run CMD as a whole run in a fresh root: create it, export OWNERJOURNAL_ROOT, supervise CMD\nas run does, then recover --all and remove the root. Exit: CMD's status, or 3 when something\nwas retained (listed on stderr).",
 	"root":    "Create (or validate) a private root under the default base and print its path. The root's\nowner is the caller's parent unless --owner-pid says otherwise: from a Makefile line or\nsh -c that parent exits at once, so pass --owner-pid, or use session instead.",
-	"run":     "Own CMD for its whole life: publish it, forward signals, and when it exits (or run is\nstopped, or run's parent dies) end its whole tree. Exit: CMD's status (128+n if signalled).",
+	"run": `Own CMD for its whole life: CMD runs in its own process group (and cgroup),
+descendants that daemonize are journaled, and when CMD exits, run is told to
+stop, or the spawner dies, the whole tree is ended (SIGTERM, grace, SIGKILL).
+When stdin is a terminal run is in the foreground of, CMD's group gets the
+terminal, and Ctrl-Z / fg work as under a shell.
+
+The spawner is run's parent, captured by identity (pidfd) before anything
+else; run ends CMD's tree when it exits. A spawner that may die before run
+starts names itself in $OWNERJOURNAL_SPAWNER=PID: if run's parent is not that
+process any more, run starts nothing. Without it, a parent outside run's
+session (run was adopted by init) means the same.`,
 	"publish": "Publish a record for a process someone else started (--pid), or, without --pid, for sockets\nand paths owned by the owner alone. Prints the record's id.",
 	"retire":  "Remove one record by its id.",
 	"forget":  "Remove one corrupt record by its file name, after printing its text. Only a record that\nstatus reports corrupt is removed; never a pattern.",
@@ -52,7 +62,17 @@ func printHelp(w io.Writer, name string, f *flag.FlagSet) {
 		})
 		tw.Flush()
 	}
-	fmt.Fprintln(w, "\nExit status: 0 done, 1 refused or failed, 2 usage, 3 something retained (root kept).")
+	exit := exitStatuses[name]
+	if exit == "" {
+		exit = "0 done, 1 refused or failed, 2 usage, 3 something retained (root kept)."
+	}
+	fmt.Fprintln(w, "\nExit status: "+exit)
+}
+
+// exitStatuses is the exit status line of the subcommands whose status is
+// not recover's.
+var exitStatuses = map[string]string{
+	"run": "CMD's (128+n if signalled); 4 the spawner was gone (CMD not\nstarted, or its tree ended); 3 something of the tree could not be confirmed\ngone and stays in the journal for `ownerjournal recover`; 2 usage; 1 refused or\nfailed.",
 }
 
 // help: `ownerjournal help [CMD]`.

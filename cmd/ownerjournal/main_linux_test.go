@@ -51,8 +51,11 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
 	testscript.Main(m, map[string]func(){
-		"ownerjournal": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) },
-		"ojhelper":     func() { os.Exit(helperMain(os.Args[1:])) },
+		"ownerjournal": func() {
+			forcefulKill = os.Getenv("OJ_TEST_NO_FORCEFUL_KILL") == ""
+			os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+		},
+		"ojhelper": func() { os.Exit(helperMain(os.Args[1:])) },
 	})
 }
 
@@ -78,6 +81,17 @@ func TestMain(m *testing.M) {
 //	                               it ends, its status (128+n if signalled) to
 //	                               BASE.exit
 //	mid ARG...                     (internal) start `ojhelper ARG...` and exit
+//	spawnexit [-name] BASE -- PROG ARG...
+//	                               a spawner that dies at once: start PROG
+//	                               (output in BASE.out, BASE.err; -name: with
+//	                               OWNERJOURNAL_SPAWNER naming itself), write
+//	                               its identity to BASE.child.id, exit 0
+//	reaper [-setsid] BASE -- PROG ARG...
+//	                               a child subreaper: run PROG (in a session
+//	                               of its own with -setsid), reap every
+//	                               process that ends up its child, and write
+//	                               "PID STATUS" lines to BASE.reaped when
+//	                               none is left
 //
 // Every file is published atomically (temp file and rename) so that a
 // waiter never reads half of one. An identity file (*.id) holds the JSON of
@@ -114,6 +128,10 @@ func helperMain(args []string) int {
 		err = helperMute(rest)
 	case "nswrite":
 		return helperNSWrite(rest)
+	case "spawnexit":
+		return helperSpawnExit(rest)
+	case "reaper":
+		return helperReaper(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
@@ -343,7 +361,7 @@ func awaitDir(dir string, pidfd int, check func() (bool, error)) error {
 		return os.NewSyscallError("inotify_init1", err)
 	}
 	defer unix.Close(ifd)
-	if _, err := unix.InotifyAddWatch(ifd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_ATTRIB|unix.IN_DELETE_SELF); err != nil {
+	if _, err := unix.InotifyAddWatch(ifd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_MODIFY|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_ATTRIB|unix.IN_DELETE_SELF); err != nil {
 		return fmt.Errorf("inotify watch %s: %w", dir, err)
 	}
 	deadline := time.Now().Add(waitLimit)

@@ -19,8 +19,8 @@ import (
 )
 
 // envSpawner, when set, is the PID of the process that spawned `run`; run
-// ends at once if its parent is no longer that process (the spawner died
-// before run could set its parent-death signal).
+// starts nothing if its parent is no longer that process (the spawner died
+// before run's first instruction). See watchSpawner.
 const envSpawner = "OWNERJOURNAL_SPAWNER"
 
 // scanInterval is how often the supervisor looks for descendants to journal.
@@ -29,6 +29,11 @@ const envSpawner = "OWNERJOURNAL_SPAWNER"
 var scanInterval = 100 * time.Millisecond
 
 func (c *cli) run(args []string) error {
+	// The spawner is captured before anything else, flags included.
+	sp, spErr := watchSpawner(c.stderr)
+	if sp != nil {
+		defer sp.close()
+	}
 	f := c.flags("run")
 	rootFlag := f.String("root", "", "root directory")
 	label := f.String("label", "", "a label for reports")
@@ -49,6 +54,9 @@ func (c *cli) run(args []string) error {
 	default:
 		return usagef("--cgroup must be auto, require or off, not %q", *cgMode)
 	}
+	if spErr != nil {
+		return c.notStarted(spErr)
+	}
 	r, err := openRoot(*rootFlag)
 	if err != nil {
 		return err
@@ -58,12 +66,12 @@ func (c *cli) run(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{c: c, root: r, label: *label, grace: *grace, cgMode: *cgMode, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	s := &supervisor{c: c, root: r, label: *label, grace: *grace, cgMode: *cgMode, sp: sp, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
 	s.prepareJournal(lease)
 	defer s.closeJournal()
 	code, err := s.run(argv)
 	if err != nil {
-		return err
+		return c.notStarted(err)
 	}
 	return &exitError{code}
 }
@@ -82,12 +90,19 @@ type supervisor struct {
 	label  string
 	grace  time.Duration
 	cgMode string
+	sp     *spawner
 
 	self   owner.Identity
 	cmd    *exec.Cmd
 	leader *owner.Process // CMD's pidfd, held for its group's life
 	recID  string
+	rec    *journal.Record // CMD's record, for notes while the tree ends
 	cg     *containment
+	tty    *terminal // stdin's terminal when run is in its foreground
+
+	cmdReaped   atomic.Bool // CMD was reaped: its PID may now be another's
+	spawnerGone atomic.Bool // the tree is ended because the spawner exited
+	survivors   []string    // under endMu: what endTree could not confirm gone
 
 	endMu     sync.Mutex
 	treeEnded bool        // under endMu: endTree ran to completion
@@ -117,21 +132,23 @@ func (s *supervisor) run(argv []string) (int, error) {
 	// CMD would inherit), SIGPIPE turns failed writes into EPIPE errors.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
-	parentGone, err := becomeSupervisor()
-	if err != nil {
+	if err := becomeSupervisor(); err != nil {
 		return 0, err
 	}
-	// The spawner's PID is ours to check, not CMD's: a run inside CMD
-	// must not compare its parent with it.
-	os.Unsetenv(envSpawner)
-	if parentGone {
-		return 0, errors.New("the parent exited before the command could start")
-	}
+	// Job-control signals are caught before CMD exists: a Ctrl-Z typed
+	// before the loop runs is not lost.
+	s.tty = openTerminal()
+	jobSigs := s.tty.notify()
 	if err := s.start(argv); err != nil {
 		return 0, err
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
+	go func() {
+		err := s.cmd.Wait()
+		s.cmdReaped.Store(true)
+		exited <- err
+	}()
+	spawnerGone := s.sp.gone
 
 	tick := time.NewTicker(scanInterval)
 	defer tick.Stop()
@@ -144,9 +161,13 @@ func (s *supervisor) run(argv []string) (int, error) {
 		select {
 		case <-exited:
 			done = true
+			ws, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			s.tty.release(s.cmd.Process.Pid, ws.Signaled())
 		case <-failed:
 			failed = nil
 			go s.endTree(context.Background())
+		case sig := <-jobSigs:
+			s.onJobSignal(sig)
 		case sig := <-sigs:
 			// Forward to CMD's whole group. Later signals never cut the
 			// cleanup short: they are forwarded too.
@@ -158,6 +179,9 @@ func (s *supervisor) run(argv []string) (int, error) {
 			}
 		case <-graceOver:
 			go s.endTree(context.Background())
+		case <-spawnerGone:
+			spawnerGone = nil
+			s.onSpawnerGone()
 		case <-tick.C:
 			s.scan()
 		}
@@ -166,7 +190,7 @@ func (s *supervisor) run(argv []string) (int, error) {
 	if err := s.journalFailure(); err != nil {
 		return 0, err
 	}
-	return exitStatus(s.cmd.ProcessState), nil
+	return s.exitCode(exitStatus(s.cmd.ProcessState)), nil
 }
 
 func exitStatus(ps *os.ProcessState) int {
@@ -193,7 +217,7 @@ func (s *supervisor) start(argv []string) error {
 	if err := s.publish(adm, rec, "publish", "CMD's intent record"); err != nil {
 		return err
 	}
-	s.recID = rec.ID
+	s.recID, s.rec = rec.ID, rec
 	if err := s.cg.create(s.cgMode); err != nil {
 		s.root.Retire(rec.ID)
 		return err
@@ -211,7 +235,14 @@ func (s *supervisor) start(argv []string) error {
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	s.cmd.SysProcAttr = childAttr(s.cg)
-	if err := s.cmd.Start(); err != nil {
+	s.tty.foreground(s.cmd.SysProcAttr)
+	// The last look before CMD exists: a spawner gone by now never sees
+	// CMD started.
+	err = s.sp.check()
+	if err == nil {
+		err = s.cmd.Start()
+	}
+	if err != nil {
 		s.root.Retire(rec.ID)
 		s.cg.remove()
 		return err
@@ -266,9 +297,11 @@ func (s *supervisor) scan() {
 }
 
 // endTree ends CMD's group, its cgroup and every descendant, in parallel,
-// with the grace/escalation of recover.Terminate, until no descendant is
-// left; then it retires CMD's record. It runs to completion once; a
-// concurrent call waits for it.
+// with the grace/escalation of recover.Terminate; whatever is still found
+// after that graceful round was born during the ending or outlived it, and is
+// stopped, journaled and killed (endForcefully) until nothing is left or the
+// deadline passes. Then settle retires only what is verified gone. It runs
+// to completion once; a concurrent call waits for it.
 func (s *supervisor) endTree(ctx context.Context) {
 	s.endMu.Lock()
 	defer s.endMu.Unlock()
@@ -276,46 +309,19 @@ func (s *supervisor) endTree(ctx context.Context) {
 		return
 	}
 	defer func() { s.treeEnded = true }()
-	// No new descendant records from here on: the ending journals nothing
-	// it would then have to retire.
+	// No new descendant records from the scans from here on: the ending
+	// journals only what it cannot confirm gone.
 	s.ending.Store(true)
-	deadline := time.Now().Add(4 * s.grace)
+	began := time.Now()
+	deadline := began.Add(4 * s.grace)
 	for round := 0; ; round++ {
-		var wg sync.WaitGroup
-		if s.leader != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := recover.Terminate(ctx, s.leader, true, s.grace); err != nil {
-					s.logf("%v", err)
-				}
-			}()
+		if round == 0 {
+			s.endGracefully(ctx)
+		} else {
+			s.endForcefully(ctx, deadline)
 		}
-		for _, id := range s.liveDescendants() {
-			pid := id.PID
-			p, err := owner.Open(id)
-			if err != nil {
-				if !errors.Is(err, owner.ErrGone) {
-					// Tried again next round (EMFILE passes as
-					// other terminations close their handles).
-					s.failure("open a handle to end", fmt.Sprintf("descendant pid %d", pid), err)
-				}
-				continue
-			}
-			pg, _ := owner.GroupOf(pid)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer p.Close()
-				if _, err := recover.Terminate(ctx, p, pg == pid, s.grace); err != nil {
-					s.logf("%v", err)
-				}
-				reapIfChild(pid)
-			}()
-		}
-		wg.Wait()
-		// Whatever is still in the cgroup after the graceful round (a
-		// member that escaped the process tree view) ends at once.
+		// Whatever is still in the cgroup after the round (a member that
+		// escaped the process tree view) ends at once.
 		if err := s.cg.kill(ctx, s.grace); err != nil {
 			s.logf("%v", err)
 		}
@@ -323,27 +329,45 @@ func (s *supervisor) endTree(ctx context.Context) {
 			break
 		}
 	}
-	if err := s.cg.remove(); err != nil {
-		s.logf("%v", err)
+	s.settle(began)
+}
+
+// endGracefully is the first round of endTree: SIGTERM to CMD's group and to
+// every descendant, the grace period, then SIGKILL, all in parallel.
+func (s *supervisor) endGracefully(ctx context.Context) {
+	var wg sync.WaitGroup
+	if s.leader != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := recover.Terminate(ctx, s.leader, true, s.grace); err != nil {
+				s.logf("%v", err)
+			}
+		}()
 	}
-	// Retire the records of the descendants that are gone now. Their
-	// watchers (see track) retire them too, but concurrently: run must not
-	// exit before they have, or it leaves stale records behind.
-	s.mu.Lock()
-	var ended []string
-	for pid, t := range s.known {
-		if t.exited() {
-			ended = append(ended, t.id)
-			delete(s.known, pid)
+	for _, id := range s.liveDescendants() {
+		pid := id.PID
+		p, err := owner.Open(id)
+		if err != nil {
+			if !errors.Is(err, owner.ErrGone) {
+				// Tried again next round (EMFILE passes as other
+				// terminations close their handles).
+				s.failure("open a handle to end", fmt.Sprintf("descendant pid %d", pid), err)
+			}
+			continue
 		}
+		pg, _ := owner.GroupOf(pid)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.Close()
+			if _, err := recover.Terminate(ctx, p, pg == pid, s.grace); err != nil {
+				s.logf("%v", err)
+			}
+			reapIfChild(pid)
+		}()
 	}
-	s.mu.Unlock()
-	for _, id := range ended {
-		s.retire(id)
-	}
-	if s.recID != "" {
-		s.retire(s.recID)
-	}
+	wg.Wait()
 }
 
 // liveDescendants returns the identities of the supervisor's descendants
@@ -352,7 +376,9 @@ func (s *supervisor) endTree(ctx context.Context) {
 func (s *supervisor) liveDescendants() []owner.Identity {
 	var live []owner.Identity
 	for _, pid := range descendants(s.self.PID) {
-		if s.cmd.Process != nil && pid == s.cmd.Process.Pid {
+		// CMD is skipped until it is reaped (its exit is cmd.Wait's);
+		// after that its PID is anybody's, a new descendant's included.
+		if s.cmd.Process != nil && pid == s.cmd.Process.Pid && !s.cmdReaped.Load() {
 			continue
 		}
 		id, err := owner.Of(pid)

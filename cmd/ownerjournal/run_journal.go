@@ -264,7 +264,9 @@ func (s *supervisor) track(id owner.Identity) {
 		reapIfChild(id.PID)
 		s.retire(t.id)
 		s.mu.Lock()
-		delete(s.known, id.PID)
+		if s.known[id.PID] == t { // not a newcomer that reused the PID
+			delete(s.known, id.PID)
+		}
 		s.mu.Unlock()
 		p.Close()
 		s.jl.returnWatch()
@@ -279,21 +281,24 @@ func (t *tracked) exited() bool {
 	return owner.Check(t.sub).State == owner.Dead
 }
 
-// journaled reports whether id is journaled. A record whose PID now belongs
-// to another process (a descendant journaled without a handle exited, and
-// its PID was reused) is retired here, so the newcomer gets a record.
+// journaled reports whether id, with its start time, is journaled. A record
+// whose PID now belongs to another process (a descendant journaled without a
+// handle exited, and its PID was reused) is retired here, so the newcomer
+// gets a record.
 func (s *supervisor) journaled(id owner.Identity) bool {
 	s.mu.Lock()
 	t, ok := s.known[id.PID]
-	if ok && t.sub.StartTime != id.StartTime && t.p == nil {
-		delete(s.known, id.PID)
+	var stale *tracked
+	if ok && t.sub.StartTime != id.StartTime {
 		ok = false
-	} else {
-		t = nil
+		if t.p == nil {
+			delete(s.known, id.PID)
+			stale = t
+		}
 	}
 	s.mu.Unlock()
-	if t != nil {
-		s.retire(t.id)
+	if stale != nil {
+		s.retire(stale.id)
 	}
 	return ok
 }

@@ -11,27 +11,13 @@ import (
 
 // becomeSupervisor makes the process a child subreaper (prctl(2)
 // PR_SET_CHILD_SUBREAPER), so daemonized descendants re-parent to it instead
-// of init, and sets its own parent-death signal to SIGTERM so that a
-// SIGKILLed parent (a Node worker) makes it end the tree. The parent may have
-// died before prctl: getppid is checked afterwards to close that race.
-//
-// A parent that died before this process could even read getppid (during
-// the runtime's start-up) is caught when the spawner names itself in
-// $OWNERJOURNAL_SPAWNER (the Node helper does).
-func becomeSupervisor() (parentGone bool, err error) {
-	ppid := os.Getppid()
-	if v := os.Getenv(envSpawner); v != "" {
-		if want, err := strconv.Atoi(v); err == nil && want > 0 {
-			ppid = want
-		}
-	}
+// of init. The watch on the spawner (its pidfd and the supervisor's own
+// parent-death signal) is set up earlier, by watchSpawner.
+func becomeSupervisor() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return false, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
+		return os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
-		return false, os.NewSyscallError("prctl(PR_SET_PDEATHSIG)", err)
-	}
-	return os.Getppid() != ppid, nil
+	return nil
 }
 
 // childAttr starts CMD in its own process group, with SIGKILL as its

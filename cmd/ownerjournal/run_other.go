@@ -6,7 +6,7 @@ import "syscall"
 
 // becomeSupervisor: there is no subreaper or parent-death signal here; the
 // supervisor still owns CMD's process group and ends it.
-func becomeSupervisor() (bool, error) { return false, nil }
+func becomeSupervisor() error { return nil }
 
 func childAttr(*containment) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}

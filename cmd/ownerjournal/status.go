@@ -292,10 +292,11 @@ func (c *cli) printStatus(doc *statusDoc) {
 		tw.Flush()
 	}
 	for _, e := range doc.Records {
-		switch {
-		case e.Cgroup != "":
+		if e.Cgroup != "" {
 			fmt.Fprintf(c.stdout, "%s: contained in cgroup %s\n", safetext.Quote(e.ID), safetext.Quote(e.Cgroup))
-		case e.Note != "":
+		}
+		// Why there is no cgroup, or why run is ending the tree.
+		if e.Note != "" {
 			fmt.Fprintf(c.stdout, "%s: %s\n", safetext.Quote(e.ID), safetext.Quote(e.Note))
 		}
 	}
