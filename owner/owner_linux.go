@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ownerjournal/ownerjournal/internal/errs"
+	"github.com/ownerjournal/ownerjournal/internal/pidfd"
 )
 
 // procRoot is where procfs is mounted; a test seam.
@@ -156,19 +157,8 @@ func (h handle) exited() bool {
 		return false
 	}
 	ready := false
-	rc.Control(func(fd uintptr) { ready = pollIn(int(fd)) })
+	rc.Control(func(fd uintptr) { ready = pidfd.Readable(int(fd)) })
 	return ready
-}
-
-func pollIn(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0
-	}
 }
 
 // wait blocks on a duplicate of the pidfd so that concurrent waiters with
@@ -194,7 +184,7 @@ func (h handle) wait(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = drc.Read(func(fd uintptr) bool { return pollIn(int(fd)) })
+	err = drc.Read(func(fd uintptr) bool { return pidfd.Readable(int(fd)) })
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 			return ctx.Err()

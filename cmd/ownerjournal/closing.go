@@ -90,14 +90,9 @@ func (c *cli) reopen(args []string) error {
 func (c *cli) forget(args []string) error {
 	f := c.flags("forget")
 	rootFlag := f.String("root", "", "root directory")
-	name, rest := splitName(args)
-	if err := parse(f, rest); err != nil {
+	name, err := oneName(f, args, "forget takes exactly one FILE (a record file name from status, e.g. 1-2-0badf00d.json)")
+	if err != nil {
 		return err
-	}
-	if name == "" && f.NArg() == 1 {
-		name = f.Arg(0)
-	} else if name == "" || f.NArg() != 0 {
-		return usagef("forget takes exactly one FILE (a record file name from status, e.g. 1-2-0badf00d.json)")
 	}
 	r, err := openRoot(*rootFlag)
 	if err != nil {

@@ -267,6 +267,21 @@ func splitName(args []string) (string, []string) {
 	return "", args
 }
 
+// oneName parses f from args, which must hold exactly one name besides the
+// flags (before or after them); otherwise it is the usage error want.
+func oneName(f *flag.FlagSet, args []string, want string) (string, error) {
+	name, rest := splitName(args)
+	if err := parse(f, rest); err != nil {
+		return "", err
+	}
+	if name == "" && f.NArg() == 1 {
+		name = f.Arg(0)
+	} else if name == "" || f.NArg() != 0 {
+		return "", usagef("%s", want)
+	}
+	return name, nil
+}
+
 // publish: a record for a process someone else started.
 func (c *cli) publish(args []string) error {
 	f := c.flags("publish")
@@ -356,14 +371,9 @@ func insideRoot(r *journal.Root, p string) (string, error) {
 func (c *cli) retire(args []string) error {
 	f := c.flags("retire")
 	rootFlag := f.String("root", "", "root directory")
-	id, rest := splitName(args)
-	if err := parse(f, rest); err != nil {
+	id, err := oneName(f, args, "retire takes exactly one ID")
+	if err != nil {
 		return err
-	}
-	if id == "" && f.NArg() == 1 {
-		id = f.Arg(0)
-	} else if id == "" || f.NArg() != 0 {
-		return usagef("retire takes exactly one ID")
 	}
 	if !journal.ValidID(id) {
 		return usagef("invalid record id %q", id)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/pidfd"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
 
@@ -136,19 +137,8 @@ func (sp *spawner) exited() bool {
 		return false
 	}
 	done := false
-	rc.Control(func(fd uintptr) { done = pidfdReadable(int(fd)) })
+	rc.Control(func(fd uintptr) { done = pidfd.Readable(int(fd)) })
 	return done
-}
-
-func pidfdReadable(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0
-	}
 }
 
 func (sp *spawner) goneNow() {
@@ -162,7 +152,7 @@ func (sp *spawner) waitExit() {
 	if err != nil {
 		return
 	}
-	rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) })
+	rc.Read(func(fd uintptr) bool { return pidfd.Readable(int(fd)) })
 	if sp.exited() {
 		sp.goneNow()
 	}
