@@ -64,7 +64,9 @@ func TestTestBinarySignalled(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	cmd := exec.Command(exe, "-test.run=^TestHelperHoldsSession$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envHelper+"="+dir, noExitSleep())
+	// TMPDIR: the helper's own t.TempDir lands in dir, which this test owns
+	// and removes; the SIGTERMed helper never runs its cleanups.
+	cmd.Env = append(os.Environ(), envHelper+"="+dir, "TMPDIR="+dir, noExitSleep())
 	cmd.Dir = "/"
 	var out testroot.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
