@@ -21,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
@@ -50,13 +51,24 @@ func TestMain(m *testing.M) {
 	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
 		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removingCopy{m}, map[string]func(){
 		"ownerjournal": func() {
 			forcefulKill = os.Getenv("OJ_TEST_NO_FORCEFUL_KILL") == ""
 			os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 		},
 		"ojhelper": func() { os.Exit(helperMain(os.Args[1:])) },
 	})
+}
+
+// removingCopy runs the tests, then removes the copy of the test binary
+// that children of the second user ran (testscript.Main exits itself, so
+// testroot.Main's clean-up is done here).
+type removingCopy struct{ m *testing.M }
+
+func (r removingCopy) Run() int {
+	code := r.m.Run()
+	testroot.RemoveCopy()
+	return code
 }
 
 // helperMain implements the helper processes of the tests:

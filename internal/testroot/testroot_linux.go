@@ -90,12 +90,20 @@ func Main(m *testing.M, children map[string]func() int) {
 		os.Exit(f())
 	}
 	code := m.Run()
+	RemoveCopy()
+	os.Exit(code)
+}
+
+// RemoveCopy removes the copy of the test binary that children of another
+// user run (see [Options.Credential]). [Main] calls it after the tests; a
+// TestMain that does not use Main calls it itself.
+func RemoveCopy() {
 	copyMu.Lock()
+	defer copyMu.Unlock()
 	if copied != "" {
 		os.RemoveAll(filepath.Dir(copied))
+		copied = ""
 	}
-	copyMu.Unlock()
-	os.Exit(code)
 }
 
 // Ready publishes the readiness file name with data, atomically (a
