@@ -90,6 +90,11 @@ func (l *fileLock) tryContext(ctx context.Context, how int) (bool, error) {
 func (r *Root) openLock(ctx context.Context, name string, how int) (*fileLock, error) {
 	fl, err := r.newFlock(name, false)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r.linked() {
+			// The root is still there: its lock file is gone, which is
+			// not a removal (a caller would report the root removed).
+			return nil, fmt.Errorf("journal: %s has no lock file (open the root again to make it): %w", r.path, err)
+		}
 		return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
 	}
 	if err != nil {
