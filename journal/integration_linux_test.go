@@ -50,3 +50,27 @@ func TestRemoveRootLateWrittenClosingMarker(t *testing.T) {
 	assert.NoDirExists(t, r.Path())
 	noTombstones(t, r.Path())
 }
+
+// TestCreateAfterSweepRemovedFreshRoot: a sweep that removes the fresh,
+// still empty root between Create's mkdir and its open does not make
+// Create fail with "no root": the root is made again and leased.
+func TestCreateAfterSweepRemovedFreshRoot(t *testing.T) {
+	withTmpBase(t)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	swept := 0
+	createHook = func() {
+		if swept == 0 {
+			base, err := DefaultBase()
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(filepath.Join(base, "fresh")))
+		}
+		swept++
+	}
+	t.Cleanup(func() { createHook = func() {} })
+	r, err := Create("fresh")
+	require.NoError(t, err)
+	defer r.Close()
+	assert.Equal(t, 2, swept, "made again once")
+	assert.True(t, r.HoldsLease())
+	assert.False(t, r.Removed())
+}
