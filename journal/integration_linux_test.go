@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/testroot"
 )
 
 // TestMarkClosingNeverFollowsASymlink: an entry named closing that is a
@@ -73,4 +76,39 @@ func TestCreateAfterSweepRemovedFreshRoot(t *testing.T) {
 	assert.Equal(t, 2, swept, "made again once")
 	assert.True(t, r.HoldsLease())
 	assert.False(t, r.Removed())
+}
+
+// TestMarkClosingOnAFullRoot: on a root whose file system has inodes but no
+// free page (a real tmpfs filled with fallocate), the marker can be created
+// but cannot hold its writer's identity. It still blocks admissions, so
+// MarkClosing succeeds: an error would make a teardown report that the
+// marker could not block admissions and that they are granted again after
+// it, while the marker blocks them and stays.
+func TestMarkClosingOnAFullRoot(t *testing.T) {
+	mnt := filepath.Join(testroot.PrivateDir(t, "ojfull"), "m")
+	require.NoError(t, os.Mkdir(mnt, 0o700))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=256k"))
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "r")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	r := openRoot(t, dir)
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(mnt, &st))
+	fill, err := os.OpenFile(filepath.Join(mnt, "fill"), os.O_CREATE|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	defer fill.Close()
+	require.NoError(t, unix.Fallocate(int(fill.Fd()), 0, 0, int64(st.Bavail)*st.Bsize))
+	require.NoError(t, unix.Statfs(mnt, &st))
+	require.Zero(t, st.Bavail, "no free page left")
+
+	require.NoError(t, r.MarkClosing())
+	closing, err := r.Closing()
+	require.NoError(t, err)
+	assert.True(t, closing)
+	_, err = r.Admit(waitCtx(t))
+	require.ErrorIs(t, err, ErrClosing)
+	info, err := r.ClosingInfo()
+	require.NoError(t, err)
+	require.NotNil(t, info)
+	assert.Nil(t, info.By, "no room to name the writer")
 }

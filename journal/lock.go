@@ -255,6 +255,14 @@ func (r *Root) MarkClosing() error {
 	// Who marked it, for status (and for a reopen, which waits for the
 	// marker's writer to be dead).
 	werr := writeMarker(f)
+	if errors.Is(werr, syscall.ENOSPC) || errors.Is(werr, syscall.EDQUOT) {
+		// A full file system: the marker exists and blocks admissions,
+		// it only cannot name its writer (an unnamed marker, as older
+		// ones are). Failing here would have the teardown report the
+		// admissions unblocked while the marker stays.
+		f.Truncate(0)
+		werr = nil
+	}
 	return errors.Join(werr, f.Close(), r.syncDir())
 }
 
