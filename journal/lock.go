@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -89,6 +90,11 @@ func (l *fileLock) tryContext(ctx context.Context, how int) (bool, error) {
 func (r *Root) openLock(ctx context.Context, name string, how int) (*fileLock, error) {
 	fl, err := r.newFlock(name, false)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r.linked() {
+			// The root is still there: its lock file is gone, which is
+			// not a removal (a caller would report the root removed).
+			return nil, fmt.Errorf("journal: %s has no lock file (open the root again to make it): %w", r.path, err)
+		}
 		return nil, fmt.Errorf("journal: %s was removed: %w", r.path, ErrClosing)
 	}
 	if err != nil {
@@ -228,16 +234,35 @@ func (r *Root) MarkClosing() error {
 	if !r.linked() {
 		return nil
 	}
-	f, err := r.dir.OpenFile(closingName, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	// Through the root's descriptor with O_NOFOLLOW honoured: os.Root
+	// would follow a symlink named closing to whatever file inside the
+	// root it names (a record) and overwrite it with the marker.
+	shown := filepath.Join(r.path, closingName)
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(int(r.top.Fd()), closingName, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !r.linked() {
 			return nil
 		}
-		return fmt.Errorf("journal: mark closing: %w", err)
+		return fmt.Errorf("journal: mark closing: %w", &fs.PathError{Op: "openat", Path: shown, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), shown)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return &UnsafeError{shown, "closing marker is not a regular file"}
 	}
 	// Who marked it, for status (and for a reopen, which waits for the
 	// marker's writer to be dead).
 	werr := writeMarker(f)
+	if errors.Is(werr, syscall.ENOSPC) || errors.Is(werr, syscall.EDQUOT) {
+		// A full file system: the marker exists and blocks admissions,
+		// it only cannot name its writer (an unnamed marker, as older
+		// ones are). Failing here would have the teardown report the
+		// admissions unblocked while the marker stays.
+		f.Truncate(0)
+		werr = nil
+	}
 	return errors.Join(werr, f.Close(), r.syncDir())
 }
 

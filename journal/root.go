@@ -182,7 +182,12 @@ func Create(name string) (*Root, error) {
 		if err := mkdirPrivate(path); err != nil {
 			return nil, err
 		}
+		createHook()
 		r, err := Open(path)
+		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			// Removed between the mkdir and the open.
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -196,6 +201,10 @@ func Create(name string) (*Root, error) {
 		}
 	}
 }
+
+// createHook is a test seam, called by Create between making the root's
+// directory and opening it.
+var createHook = func() {}
 
 // Open validates an existing root directory and opens it. The root must be
 // an absolute or relative path to a directory owned by the effective UID,

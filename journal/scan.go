@@ -429,7 +429,9 @@ func (x *Exclusive) RemoveRoot() error {
 			break
 		}
 		for _, n := range []string{leasesDir, recordsDir, closingName, lockName} {
-			if fi, lerr := r.dir.Lstat(n); lerr == nil && (fi.IsDir() || fi.Mode().IsRegular() && fi.Size() == 0) {
+			// The journal's own: an empty lock file, a closing marker
+			// (which names its writer since markers record it).
+			if fi, lerr := r.dir.Lstat(n); lerr == nil && (fi.IsDir() || fi.Mode().IsRegular() && (fi.Size() == 0 || n == closingName && fi.Size() <= maxMarker)) {
 				r.dir.Remove(n)
 			}
 		}

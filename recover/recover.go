@@ -127,7 +127,7 @@ func Run(ctx context.Context, root *journal.Root, opts Options) (*Report, error)
 			rep.Elapsed = time.Since(start)
 			return rep, nil
 		}
-		if errors.Is(err, journal.ErrClosing) {
+		if errors.Is(err, journal.ErrClosing) && root.Removed() {
 			// Another recoverer finished and removed the root: progress.
 			rep.RootRemoved = true
 			rep.RootKept = ""
@@ -517,7 +517,7 @@ func (r *run) finish(ctx context.Context, excl *journal.Exclusive) {
 	if excl == nil {
 		x, err := r.root.TryLockExclusive()
 		switch {
-		case errors.Is(err, journal.ErrClosing):
+		case errors.Is(err, journal.ErrClosing) && r.root.Removed():
 			rep.RootRemoved = true
 			return
 		case err != nil:
