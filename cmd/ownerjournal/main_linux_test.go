@@ -132,6 +132,8 @@ func helperMain(args []string) int {
 		return helperSpawnExit(rest)
 	case "reaper":
 		return helperReaper(rest)
+	case "watchwait":
+		err = helperWatchWait(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

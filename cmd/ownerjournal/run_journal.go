@@ -259,18 +259,32 @@ func (s *supervisor) track(id owner.Identity) {
 	if p == nil {
 		return
 	}
-	go func() {
-		p.Wait(context.Background())
-		reapIfChild(id.PID)
-		s.retire(t.id)
-		s.mu.Lock()
-		if s.known[id.PID] == t { // not a newcomer that reused the PID
-			delete(s.known, id.PID)
+	go s.watch(t)
+}
+
+// watch retires t's record when its pidfd shows the process exited. A wait
+// that fails (EMFILE when the descriptors of endTree's handles fill the
+// table: the wait duplicates the pidfd) says nothing about the process: it
+// is counted and retried, never taken for an exit.
+func (s *supervisor) watch(t *tracked) {
+	p, pid := t.p, t.sub.PID
+	for {
+		err := p.Wait(context.Background())
+		if err == nil || p.Exited() {
+			break
 		}
-		s.mu.Unlock()
-		p.Close()
-		s.jl.returnWatch()
-	}()
+		s.failure("wait on", fmt.Sprintf("descendant pid %d", pid), err)
+		time.Sleep(scanInterval)
+	}
+	reapIfChild(pid)
+	s.retire(t.id)
+	s.mu.Lock()
+	if s.known[pid] == t { // not a newcomer that reused the PID
+		delete(s.known, pid)
+	}
+	s.mu.Unlock()
+	p.Close()
+	s.jl.returnWatch()
 }
 
 // exited reports whether a journaled descendant is verified gone.

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/journal"
+	"github.com/ownerjournal/ownerjournal/owner"
+)
+
+// TestRunWatchWaitFailureIsNotExit: a descendant's watcher whose pidfd wait
+// fails because the descriptor table is full (endTree's handles can fill it)
+// must not take the failure for the descendant's exit: its record stays
+// while it lives, and goes once it has exited. The helper (watchwait) fills
+// its own descriptor table around a real watcher on a real sleeping child.
+func TestRunWatchWaitFailureIsNotExit(t *testing.T) {
+	root := newRoot(t)
+	p := helper(t, "watchwait", root)
+	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+}
+
+// helperWatchWait: watchwait ROOT (see TestRunWatchWaitFailureIsNotExit).
+func helperWatchWait(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: watchwait ROOT")
+	}
+	r, err := openAt(args[0])
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	if s.self, err = owner.Self(); err != nil {
+		return err
+	}
+	child := exec.Command("sleep", "1000")
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer child.Process.Kill()
+	id, err := owner.Of(child.Process.Pid)
+	if err != nil {
+		return err
+	}
+	p, err := owner.Open(id)
+	if err != nil {
+		return err
+	}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: "descendant", Subject: &id, Owner: s.self, Phase: journal.PhaseLive}
+	if err := s.publish(nil, rec, "journal", "the child"); err != nil {
+		return err
+	}
+	t := &tracked{id: rec.ID, p: p, sub: id}
+	s.known[id.PID] = t
+	s.jl.watches = 1
+
+	// Fill the descriptor table, then start the watcher.
+	lim := unix.Rlimit{Cur: 256, Max: 256}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	var fillers []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, unix.EMFILE) {
+				return err
+			}
+			break
+		}
+		fillers = append(fillers, fd)
+	}
+	done := make(chan struct{})
+	go func() { s.watch(t); close(done) }()
+	waitFailed := func() bool {
+		s.jl.mu.Lock()
+		defer s.jl.mu.Unlock()
+		return s.jl.counts["wait on"] > 0
+	}
+	returned := false
+	for end := time.Now().Add(waitLimit); !waitFailed(); {
+		select {
+		case <-done:
+			returned = true
+		case <-time.After(10 * time.Millisecond):
+		}
+		if returned || time.Now().After(end) {
+			break
+		}
+	}
+	for _, fd := range fillers {
+		unix.Close(fd)
+	}
+	if !returned && !waitFailed() {
+		return errors.New("the watcher neither failed its wait nor returned")
+	}
+	if st := owner.Check(id).State; st != owner.Alive {
+		return fmt.Errorf("the child is %v, not alive", st)
+	}
+	if ok, err := recorded(r, rec.ID); err != nil || !ok {
+		return fmt.Errorf("record %s of live pid %d retired after a failed wait (watcher returned: %v, err %v)", rec.ID, id.PID, returned, err)
+	}
+	// The wait succeeds again: the exit is noticed and the record retired.
+	child.Process.Kill()
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		return errors.New("the watcher did not notice the exit")
+	}
+	if ok, err := recorded(r, rec.ID); err != nil || ok {
+		return fmt.Errorf("record %s of exited pid %d not retired (err %v)", rec.ID, id.PID, err)
+	}
+	return nil
+}
+
+func recorded(r *journal.Root, id string) (bool, error) {
+	sc, err := r.Scan()
+	if err != nil {
+		return false, err
+	}
+	for _, rec := range sc.Records {
+		if rec.ID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+
