@@ -132,5 +132,3 @@ func recorded(r *journal.Root, id string) (bool, error) {
 	}
 	return false, nil
 }
-
-
