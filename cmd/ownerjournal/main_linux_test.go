@@ -134,6 +134,8 @@ func helperMain(args []string) int {
 		return helperReaper(rest)
 	case "watchwait":
 		err = helperWatchWait(rest)
+	case "endnoleader":
+		err = helperEndNoLeader(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

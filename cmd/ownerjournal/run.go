@@ -272,9 +272,53 @@ func (s *supervisor) start(argv []string) error {
 
 func (s *supervisor) leaderSignal(sig syscall.Signal) error {
 	if s.leader == nil {
-		return owner.ErrGone
+		return s.cmdSignal(sig)
 	}
 	return s.leader.SignalGroup(sig)
+}
+
+// cmdSignal signals CMD alone through os/exec's own handle, for when no
+// handle on CMD could be had (start's "hold" failure): os.Process never
+// signals a process it has reaped, and CMD's group is not signalled, since
+// nothing verifies it; its other members are descendants, ended one by one.
+func (s *supervisor) cmdSignal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmdReaped.Load() {
+		return owner.ErrGone
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return owner.ErrGone
+		}
+		return err
+	}
+	return nil
+}
+
+// endCMDWithoutHandle is endGracefully's part for CMD when there is no
+// handle on it: SIGTERM, the grace period, SIGKILL, each through cmdSignal,
+// then a wait for CMD's reaping (by cmd.Wait) of up to another grace.
+func (s *supervisor) endCMDWithoutHandle() {
+	awaitReaped := func(d time.Duration) bool {
+		for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+			if s.cmdReaped.Load() {
+				return true
+			}
+			if time.Now().After(end) {
+				return false
+			}
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := s.cmdSignal(sig); err != nil {
+			if !errors.Is(err, owner.ErrGone) {
+				s.logf("signal CMD (pid %d): %v", s.cmd.Process.Pid, err)
+			}
+			return
+		}
+		if awaitReaped(s.grace) {
+			return
+		}
+	}
 }
 
 // scan journals descendants that have lived for a whole scan interval and
@@ -343,6 +387,12 @@ func (s *supervisor) endGracefully(ctx context.Context) {
 			if _, err := recover.Terminate(ctx, s.leader, true, s.grace); err != nil {
 				s.logf("%v", err)
 			}
+		}()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.endCMDWithoutHandle()
 		}()
 	}
 	for _, id := range s.liveDescendants() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -131,4 +132,70 @@ func recorded(r *journal.Root, id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// TestRunEndWithoutLeaderHandle: when no handle on CMD could be had (the
+// "hold" failure run reports and goes on from, EMFILE at start), an end of
+// the tree that begins while CMD lives (a signal's grace over, the spawner
+// gone, a fail-closed) must still end CMD, and must not retire CMD's record
+// unless CMD is verified gone. The helper (endnoleader) is such a
+// supervisor with CMD a real sleeping child.
+func TestRunEndWithoutLeaderHandle(t *testing.T) {
+	root := newRoot(t)
+	p := helper(t, "endnoleader", root)
+	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+}
+
+// helperEndNoLeader: endnoleader ROOT (see TestRunEndWithoutLeaderHandle).
+func helperEndNoLeader(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: endnoleader ROOT")
+	}
+	r, err := openAt(args[0])
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	if s.self, err = owner.Self(); err != nil {
+		return err
+	}
+	if s.cg, err = newContainment("off"); err != nil {
+		return err
+	}
+	s.cmd = exec.Command("sleep", "1000")
+	s.cmd.SysProcAttr = childAttr(s.cg)
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	defer s.cmd.Process.Kill()
+	go func() {
+		s.cmd.Wait()
+		s.cmdReaped.Store(true)
+	}()
+	id, err := owner.Of(s.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	rec := &journal.Record{Kind: journal.KindProcess, Label: "cmd", Subject: &id, PGID: id.PID, Owner: s.self, Phase: journal.PhaseLive}
+	if err := s.publish(nil, rec, "publish", "CMD's record"); err != nil {
+		return err
+	}
+	s.recID, s.rec = rec.ID, rec
+	// s.leader stays nil: no handle on CMD.
+	s.endTree(context.Background())
+	alive := owner.Check(id).State == owner.Alive
+	kept, err := recorded(r, rec.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case alive && !kept:
+		return fmt.Errorf("CMD (pid %d) lives and its record %s was retired (survivors %q)", id.PID, rec.ID, s.survivors)
+	case alive:
+		return fmt.Errorf("CMD (pid %d) was not ended (record kept, survivors %q)", id.PID, s.survivors)
+	case kept:
+		return fmt.Errorf("CMD (pid %d) is gone but its record %s was kept (survivors %q)", id.PID, rec.ID, s.survivors)
+	}
+	return nil
 }
