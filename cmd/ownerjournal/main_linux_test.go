@@ -136,6 +136,8 @@ func helperMain(args []string) int {
 		err = helperWatchWait(rest)
 	case "endnoleader":
 		err = helperEndNoLeader(rest)
+	case "failsurvivor":
+		err = helperFailSurvivor(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

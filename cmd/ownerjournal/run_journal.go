@@ -105,6 +105,9 @@ func (s *supervisor) failClosed(reason error) {
 // journalFailure is the error run exits with after failing closed, nil
 // otherwise; it also prints the failure counts when there were any.
 func (s *supervisor) journalFailure() error {
+	s.endMu.Lock() // before jl.mu: endTree holds endMu and counts failures
+	survived := len(s.survivors) > 0
+	s.endMu.Unlock()
 	jl := s.jl
 	jl.mu.Lock()
 	defer jl.mu.Unlock()
@@ -116,7 +119,10 @@ func (s *supervisor) journalFailure() error {
 		sort.Strings(parts)
 		s.logf("journaling failures: %s", strings.Join(parts, ", "))
 	}
-	if jl.failed != nil {
+	switch {
+	case jl.failed != nil && survived:
+		return fmt.Errorf("the tree's end began because it could not be journaled, and not all of it is confirmed gone (listed above): %w", jl.failed)
+	case jl.failed != nil:
 		return fmt.Errorf("the tree was ended because it could not be journaled: %w", jl.failed)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +199,69 @@ func helperEndNoLeader(args []string) error {
 		return fmt.Errorf("CMD (pid %d) is gone but its record %s was kept (survivors %q)", id.PID, rec.ID, s.survivors)
 	}
 	return nil
+}
+
+// TestRunFailClosedWithSurvivorsSaysSo: after run failed closed, its exit
+// error must not say the tree was ended when settle found part of it alive.
+// The helper (failsurvivor) fails closed, then settles with a live child.
+func TestRunFailClosedWithSurvivorsSaysSo(t *testing.T) {
+	root := newRoot(t)
+	p := helper(t, "failsurvivor", root)
+	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+}
+
+// helperFailSurvivor: failsurvivor ROOT (see
+// TestRunFailClosedWithSurvivorsSaysSo).
+func helperFailSurvivor(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: failsurvivor ROOT")
+	}
+	r, err := openAt(args[0])
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	if s.self, err = owner.Self(); err != nil {
+		return err
+	}
+	if s.cg, err = newContainment("off"); err != nil {
+		return err
+	}
+	// CMD has exited and was reaped; a child of the supervisor lives on.
+	s.cmd = exec.Command("true")
+	if err := s.cmd.Run(); err != nil {
+		return err
+	}
+	s.cmdReaped.Store(true)
+	child := exec.Command("sleep", "1000")
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer child.Wait()
+	defer child.Process.Kill()
+	s.failClosed(errors.New("a descendant cannot be journaled"))
+	s.settle(time.Now())
+	if len(s.survivors) == 0 {
+		return errors.New("settle found no survivor")
+	}
+	ferr := s.journalFailure()
+	if ferr == nil {
+		return errors.New("no failure after failing closed")
+	}
+	if strings.Contains(ferr.Error(), "the tree was ended") {
+		return fmt.Errorf("exit error claims an end that did not happen (survivors %q): %v", s.survivors, ferr)
+	}
+	for _, rec := range mustScan(r) {
+		s.retire(rec.ID)
+	}
+	return nil
+}
+
+func mustScan(r *journal.Root) []*journal.Record {
+	sc, err := r.Scan()
+	if err != nil {
+		return nil
+	}
+	return sc.Records
 }
