@@ -138,6 +138,8 @@ func helperMain(args []string) int {
 		err = helperEndNoLeader(rest)
 	case "failsurvivor":
 		err = helperFailSurvivor(rest)
+	case "walkemfile":
+		err = helperWalkEMFILE(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

@@ -369,8 +369,12 @@ func (s *supervisor) endTree(ctx context.Context) {
 		if err := s.cg.kill(ctx, s.grace); err != nil {
 			s.logf("%v", err)
 		}
-		if len(s.liveDescendants()) == 0 || time.Now().After(deadline) {
+		live, err := s.walkDescendants()
+		if (len(live) == 0 && err == nil) || time.Now().After(deadline) {
 			break
+		}
+		if err != nil {
+			time.Sleep(scanInterval) // no busy walk while descriptors are short
 		}
 	}
 	s.settle(began)
@@ -424,8 +428,17 @@ func (s *supervisor) endGracefully(ctx context.Context) {
 // other than CMD that are running (not zombies), reaping adopted zombies on
 // the way.
 func (s *supervisor) liveDescendants() []owner.Identity {
+	live, _ := s.walkDescendants()
+	return live
+}
+
+// walkDescendants is liveDescendants with the first failure to see a
+// descendant (its children or its identity unreadable, not its exit): the
+// list is then incomplete, and its being empty confirms nothing.
+func (s *supervisor) walkDescendants() ([]owner.Identity, error) {
 	var live []owner.Identity
-	for _, pid := range descendants(s.self.PID) {
+	pids, werr := descendants(s.self.PID)
+	for _, pid := range pids {
 		// CMD is skipped until it is reaped (its exit is cmd.Wait's);
 		// after that its PID is anybody's, a new descendant's included.
 		if s.cmd.Process != nil && pid == s.cmd.Process.Pid && !s.cmdReaped.Load() {
@@ -433,10 +446,13 @@ func (s *supervisor) liveDescendants() []owner.Identity {
 		}
 		id, err := owner.Of(pid)
 		if err != nil {
+			if !errors.Is(err, owner.ErrGone) && werr == nil {
+				werr = fmt.Errorf("pid %d: %w", pid, err)
+			}
 			reapIfChild(pid)
 			continue
 		}
 		live = append(live, id)
 	}
-	return live
+	return live, werr
 }

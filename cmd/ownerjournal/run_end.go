@@ -121,7 +121,13 @@ func (s *supervisor) settle(began time.Time) {
 		cmdGone = false
 		left = append(left, fmt.Sprintf("cgroup %s (not removed: %v)", s.cg.path(), err))
 	}
-	for _, id := range s.liveDescendants() {
+	live, werr := s.walkDescendants()
+	if werr != nil {
+		// Unseen descendants may live: nothing is confirmed gone.
+		cmdGone = false
+		left = append(left, fmt.Sprintf("descendants run could not all see (%v)", werr))
+	}
+	for _, id := range live {
 		if !s.journaled(id) {
 			s.track(id)
 		}

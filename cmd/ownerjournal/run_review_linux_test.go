@@ -265,3 +265,68 @@ func mustScan(r *journal.Root) []*journal.Record {
 	}
 	return sc.Records
 }
+
+// TestRunSettleUnreadableWalkIsNotClean: when the walk of run's descendants
+// cannot read /proc (a full descriptor table), settle must not take the
+// missing list for an empty tree: a live descendant goes unseen, and run
+// would exit with CMD's status, 0, as if the end were confirmed. The helper
+// (walkemfile) settles with a live child and its descriptor table full.
+func TestRunSettleUnreadableWalkIsNotClean(t *testing.T) {
+	root := newRoot(t)
+	p := helper(t, "walkemfile", root)
+	require.Equal(t, 0, p.wait(t), "stdout:\n%s\nstderr:\n%s", p.out, p.errb)
+}
+
+// helperWalkEMFILE: walkemfile ROOT (see
+// TestRunSettleUnreadableWalkIsNotClean).
+func helperWalkEMFILE(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: walkemfile ROOT")
+	}
+	r, err := openAt(args[0])
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	if s.self, err = owner.Self(); err != nil {
+		return err
+	}
+	if s.cg, err = newContainment("off"); err != nil {
+		return err
+	}
+	s.cmd = exec.Command("true")
+	if err := s.cmd.Run(); err != nil {
+		return err
+	}
+	s.cmdReaped.Store(true)
+	child := exec.Command("sleep", "1000")
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer child.Wait()
+	defer child.Process.Kill()
+	lim := unix.Rlimit{Cur: 256, Max: 256}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	var fillers []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, unix.EMFILE) {
+				return err
+			}
+			break
+		}
+		fillers = append(fillers, fd)
+	}
+	s.settle(time.Now())
+	for _, fd := range fillers {
+		unix.Close(fd)
+	}
+	if len(s.survivors) == 0 {
+		return fmt.Errorf("settle confirmed the end with pid %d alive and unseen", child.Process.Pid)
+	}
+	return nil
+}
