@@ -144,6 +144,14 @@ func helperMain(args []string) int {
 		return helperSpawnExit(rest)
 	case "reaper":
 		return helperReaper(rest)
+	case "watchwait":
+		err = helperWatchWait(rest)
+	case "endnoleader":
+		err = helperEndNoLeader(rest)
+	case "failsurvivor":
+		err = helperFailSurvivor(rest)
+	case "walkemfile":
+		err = helperWalkEMFILE(rest)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

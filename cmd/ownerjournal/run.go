@@ -272,9 +272,53 @@ func (s *supervisor) start(argv []string) error {
 
 func (s *supervisor) leaderSignal(sig syscall.Signal) error {
 	if s.leader == nil {
-		return owner.ErrGone
+		return s.cmdSignal(sig)
 	}
 	return s.leader.SignalGroup(sig)
+}
+
+// cmdSignal signals CMD alone through os/exec's own handle, for when no
+// handle on CMD could be had (start's "hold" failure): os.Process never
+// signals a process it has reaped, and CMD's group is not signalled, since
+// nothing verifies it; its other members are descendants, ended one by one.
+func (s *supervisor) cmdSignal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmdReaped.Load() {
+		return owner.ErrGone
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return owner.ErrGone
+		}
+		return err
+	}
+	return nil
+}
+
+// endCMDWithoutHandle is endGracefully's part for CMD when there is no
+// handle on it: SIGTERM, the grace period, SIGKILL, each through cmdSignal,
+// then a wait for CMD's reaping (by cmd.Wait) of up to another grace.
+func (s *supervisor) endCMDWithoutHandle() {
+	awaitReaped := func(d time.Duration) bool {
+		for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+			if s.cmdReaped.Load() {
+				return true
+			}
+			if time.Now().After(end) {
+				return false
+			}
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := s.cmdSignal(sig); err != nil {
+			if !errors.Is(err, owner.ErrGone) {
+				s.logf("signal CMD (pid %d): %v", s.cmd.Process.Pid, err)
+			}
+			return
+		}
+		if awaitReaped(s.grace) {
+			return
+		}
+	}
 }
 
 // scan journals descendants that have lived for a whole scan interval and
@@ -325,8 +369,12 @@ func (s *supervisor) endTree(ctx context.Context) {
 		if err := s.cg.kill(ctx, s.grace); err != nil {
 			s.logf("%v", err)
 		}
-		if len(s.liveDescendants()) == 0 || time.Now().After(deadline) {
+		live, err := s.walkDescendants()
+		if (len(live) == 0 && err == nil) || time.Now().After(deadline) {
 			break
+		}
+		if err != nil {
+			time.Sleep(scanInterval) // no busy walk while descriptors are short
 		}
 	}
 	s.settle(began)
@@ -343,6 +391,12 @@ func (s *supervisor) endGracefully(ctx context.Context) {
 			if _, err := recover.Terminate(ctx, s.leader, true, s.grace); err != nil {
 				s.logf("%v", err)
 			}
+		}()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.endCMDWithoutHandle()
 		}()
 	}
 	for _, id := range s.liveDescendants() {
@@ -374,8 +428,17 @@ func (s *supervisor) endGracefully(ctx context.Context) {
 // other than CMD that are running (not zombies), reaping adopted zombies on
 // the way.
 func (s *supervisor) liveDescendants() []owner.Identity {
+	live, _ := s.walkDescendants()
+	return live
+}
+
+// walkDescendants is liveDescendants with the first failure to see a
+// descendant (its children or its identity unreadable, not its exit): the
+// list is then incomplete, and its being empty confirms nothing.
+func (s *supervisor) walkDescendants() ([]owner.Identity, error) {
 	var live []owner.Identity
-	for _, pid := range descendants(s.self.PID) {
+	pids, werr := descendants(s.self.PID)
+	for _, pid := range pids {
 		// CMD is skipped until it is reaped (its exit is cmd.Wait's);
 		// after that its PID is anybody's, a new descendant's included.
 		if s.cmd.Process != nil && pid == s.cmd.Process.Pid && !s.cmdReaped.Load() {
@@ -383,10 +446,13 @@ func (s *supervisor) liveDescendants() []owner.Identity {
 		}
 		id, err := owner.Of(pid)
 		if err != nil {
+			if !errors.Is(err, owner.ErrGone) && werr == nil {
+				werr = fmt.Errorf("pid %d: %w", pid, err)
+			}
 			reapIfChild(pid)
 			continue
 		}
 		live = append(live, id)
 	}
-	return live
+	return live, werr
 }

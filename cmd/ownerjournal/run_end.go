@@ -81,7 +81,9 @@ func (s *supervisor) endForcefully(ctx context.Context, deadline time.Time) {
 // reaches no one (ESRCH) or reaches only zombies (GroupAlive).
 func (s *supervisor) groupGone() bool {
 	if s.leader == nil {
-		return true
+		// No handle on CMD (see start): gone once cmd.Wait reaped it; the
+		// rest of its group are descendants, which settle checks.
+		return s.cmd == nil || s.cmd.Process == nil || s.cmdReaped.Load()
 	}
 	if !s.leader.Exited() {
 		return false
@@ -110,7 +112,7 @@ func (s *supervisor) settle(began time.Time) {
 	cmdGone := true
 	if !s.groupGone() {
 		cmdGone = false
-		left = append(left, fmt.Sprintf("CMD's process group %d", s.leader.Identity().PID))
+		left = append(left, fmt.Sprintf("CMD's process group %d", s.cmd.Process.Pid))
 	}
 	if empty, err := s.cg.empty(); err != nil || !empty {
 		cmdGone = false
@@ -119,7 +121,13 @@ func (s *supervisor) settle(began time.Time) {
 		cmdGone = false
 		left = append(left, fmt.Sprintf("cgroup %s (not removed: %v)", s.cg.path(), err))
 	}
-	for _, id := range s.liveDescendants() {
+	live, werr := s.walkDescendants()
+	if werr != nil {
+		// Unseen descendants may live: nothing is confirmed gone.
+		cmdGone = false
+		left = append(left, fmt.Sprintf("descendants run could not all see (%v)", werr))
+	}
+	for _, id := range live {
 		if !s.journaled(id) {
 			s.track(id)
 		}

@@ -105,6 +105,9 @@ func (s *supervisor) failClosed(reason error) {
 // journalFailure is the error run exits with after failing closed, nil
 // otherwise; it also prints the failure counts when there were any.
 func (s *supervisor) journalFailure() error {
+	s.endMu.Lock() // before jl.mu: endTree holds endMu and counts failures
+	survived := len(s.survivors) > 0
+	s.endMu.Unlock()
 	jl := s.jl
 	jl.mu.Lock()
 	defer jl.mu.Unlock()
@@ -116,7 +119,10 @@ func (s *supervisor) journalFailure() error {
 		sort.Strings(parts)
 		s.logf("journaling failures: %s", strings.Join(parts, ", "))
 	}
-	if jl.failed != nil {
+	switch {
+	case jl.failed != nil && survived:
+		return fmt.Errorf("the tree's end began because it could not be journaled, and not all of it is confirmed gone (listed above): %w", jl.failed)
+	case jl.failed != nil:
 		return fmt.Errorf("the tree was ended because it could not be journaled: %w", jl.failed)
 	}
 	return nil
@@ -259,18 +265,32 @@ func (s *supervisor) track(id owner.Identity) {
 	if p == nil {
 		return
 	}
-	go func() {
-		p.Wait(context.Background())
-		reapIfChild(id.PID)
-		s.retire(t.id)
-		s.mu.Lock()
-		if s.known[id.PID] == t { // not a newcomer that reused the PID
-			delete(s.known, id.PID)
+	go s.watch(t)
+}
+
+// watch retires t's record when its pidfd shows the process exited. A wait
+// that fails (EMFILE when the descriptors of endTree's handles fill the
+// table: the wait duplicates the pidfd) says nothing about the process: it
+// is counted and retried, never taken for an exit.
+func (s *supervisor) watch(t *tracked) {
+	p, pid := t.p, t.sub.PID
+	for {
+		err := p.Wait(context.Background())
+		if err == nil || p.Exited() {
+			break
 		}
-		s.mu.Unlock()
-		p.Close()
-		s.jl.returnWatch()
-	}()
+		s.failure("wait on", fmt.Sprintf("descendant pid %d", pid), err)
+		time.Sleep(scanInterval)
+	}
+	reapIfChild(pid)
+	s.retire(t.id)
+	s.mu.Lock()
+	if s.known[pid] == t { // not a newcomer that reused the PID
+		delete(s.known, pid)
+	}
+	s.mu.Unlock()
+	p.Close()
+	s.jl.returnWatch()
 }
 
 // exited reports whether a journaled descendant is verified gone.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -31,33 +33,47 @@ func childAttr(cg *containment) *syscall.SysProcAttr {
 	return a
 }
 
-// descendants walks /proc/PID/task/*/children from pid down.
-func descendants(pid int) []int {
+// descendants walks /proc/PID/task/*/children from pid down. The error is
+// the first failure to read some process's children other than its exit (a
+// full descriptor table, EMFILE): the list is then incomplete, and an empty
+// one proves nothing.
+func descendants(pid int) ([]int, error) {
 	var out []int
+	var first error
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		for _, c := range children(p) {
+		cs, err := children(p)
+		if err != nil && first == nil {
+			first = err
+		}
+		for _, c := range cs {
 			out = append(out, c)
 			queue = append(queue, c)
 		}
 	}
-	return out
+	return out, first
 }
 
-func children(pid int) []int {
+func children(pid int) ([]int, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return nil, procErr(err)
 	}
-	tids, _ := d.Readdirnames(-1)
+	tids, err := d.Readdirnames(-1)
 	d.Close()
+	if err != nil {
+		return nil, procErr(err)
+	}
 	var out []int
 	for _, t := range tids {
 		b, err := os.ReadFile(dir + "/" + t + "/children")
 		if err != nil {
+			if err = procErr(err); err != nil {
+				return out, err
+			}
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
@@ -66,7 +82,16 @@ func children(pid int) []int {
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// procErr is nil for a /proc read that failed because the process or
+// thread exited meanwhile, else err.
+func procErr(err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
 }
 
 // reapIfChild reaps pid if it is an exited child of ours (an adopted

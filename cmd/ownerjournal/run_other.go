@@ -14,6 +14,6 @@ func childAttr(*containment) *syscall.SysProcAttr {
 
 // descendants is not available without procfs; CMD's group is still ended
 // through the group leader.
-func descendants(int) []int { return nil }
+func descendants(int) ([]int, error) { return nil, nil }
 
 func reapIfChild(int) {}
