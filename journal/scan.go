@@ -173,11 +173,12 @@ func (r *Root) Scan() (*Scan, error) {
 	s := &Scan{}
 	// A descriptor of records/ of this scan's own: a shared one would share
 	// its directory offset with concurrent scans.
-	d, err := r.records.Open(".")
+	d, err := ownDirOf(r.recDir, filepath.Join(r.path, recordsDir))
 	if err != nil {
 		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
 	defer d.Close()
+	euid := geteuid()
 	ents, err := readDirNames(d)
 	if err != nil {
 		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
@@ -196,7 +197,7 @@ func (r *Root) Scan() (*Scan, error) {
 			continue
 		}
 		scanHook("listed", name)
-		rec, reason, gone := readRecord(d, name, e.Type())
+		rec, reason, gone := readRecord(d, name, e.Type(), euid)
 		switch {
 		case gone:
 		case reason != "":
@@ -211,7 +212,7 @@ func (r *Root) Scan() (*Scan, error) {
 	if err := r.scanLeases(s); err != nil {
 		return nil, err
 	}
-	top, err := r.dir.Open(".")
+	top, err := ownDirOf(r.top, r.path)
 	if err != nil {
 		return nil, fmt.Errorf("journal: scan %s: %w", r.path, err)
 	}
@@ -260,7 +261,7 @@ func readDirNames(d *os.File) ([]fs.DirEntry, error) {
 
 // readRecord opens and checks one record file of directory d. gone reports
 // ENOENT (retired meanwhile); a non-empty reason reports a corrupt record.
-func readRecord(d *os.File, name string, typ fs.FileMode) (rec *Record, reason string, gone bool) {
+func readRecord(d *os.File, name string, typ fs.FileMode, euid int) (rec *Record, reason string, gone bool) {
 	switch {
 	case typ&fs.ModeSymlink != 0:
 		return nil, "is a symlink", false
@@ -272,46 +273,15 @@ func readRecord(d *os.File, name string, typ fs.FileMode) (rec *Record, reason s
 		return nil, "is not a regular file (" + typ.String() + ")", false
 	}
 	// openat(2) on the directory descriptor itself: os.Root would follow a
-	// symlink that stays inside records/. O_NONBLOCK so that a FIFO swapped
-	// in after the listing cannot block the open; O_NOFOLLOW so that a
-	// symlink swapped in cannot redirect it.
-	f, err := openNoFollow(d, name)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, "", true
-	case errors.Is(err, syscall.ELOOP):
-		return nil, "is a symlink", false
-	case err != nil:
+	// symlink that stays inside records/ ([readRecordFile]).
+	var b []byte
+	if err := withFd(d, func(dfd int) { b, reason, gone = readRecordFile(dfd, d.Name(), name, euid) }); err != nil {
 		return nil, "cannot open: " + err.Error(), false
 	}
-	defer f.Close()
-	scanHook("opened", name)
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, "cannot stat: " + err.Error(), false
+	if reason != "" || gone {
+		return nil, reason, gone
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, "is not a regular file (" + fi.Mode().Type().String() + ")", false
-	case st == nil:
-		return nil, "cannot read owner", false
-	case int(st.Uid) != geteuid():
-		return nil, fmt.Sprintf("owned by uid %d, not %d", st.Uid, geteuid()), false
-	case fi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Sprintf("mode %04o is group- or world-writable", fi.Mode().Perm()), false
-	case st.Nlink > 1:
-		// Nlink 0 is a record retired or replaced after the open: what
-		// was read is the record as it was a moment ago, not corrupt.
-		return nil, fmt.Sprintf("has %d hard links (a link to a file elsewhere?)", st.Nlink), false
-	case fi.Size() > MaxRecordSize:
-		return nil, fmt.Sprintf("%d bytes, over the %d-byte limit", fi.Size(), MaxRecordSize), false
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
-	if err != nil {
-		return nil, "cannot read: " + err.Error(), false
-	}
-	rec, err = Decode(b)
+	rec, err := Decode(b)
 	if err != nil {
 		return nil, err.Error(), false
 	}

@@ -53,14 +53,30 @@ func Classify(root *journal.Root) (*Status, error) {
 	return st, nil
 }
 
-// classifier memoizes owner verdicts: many records share one owner.
+// classifier memoizes owner verdicts: many records share one owner. It
+// memoizes subject verdicts only when dead: an identity (boot, PID, start
+// time) that died, or was reused, or is a zombie, never lives again, while
+// a live or unverifiable subject is checked afresh for every record.
 type classifier struct {
 	root   *journal.Root
 	owners map[owner.Identity]owner.Verdict
+	dead   map[owner.Identity]owner.Verdict
 }
 
 func newClassifier(root *journal.Root) *classifier {
-	return &classifier{root: root, owners: map[owner.Identity]owner.Verdict{}}
+	return &classifier{root: root, owners: map[owner.Identity]owner.Verdict{}, dead: map[owner.Identity]owner.Verdict{}}
+}
+
+// subjectVerdict is owner.Check of a subject, memoized once dead.
+func (c *classifier) subjectVerdict(id owner.Identity) owner.Verdict {
+	if v, ok := c.dead[id]; ok {
+		return v
+	}
+	v := owner.Check(id)
+	if v.State == owner.Dead {
+		c.dead[id] = v
+	}
+	return v
 }
 
 // ownerVerdict consults the owner's lease first: a held lease proves life
@@ -89,7 +105,7 @@ func (c *classifier) classify(rec *journal.Record) Entry {
 	ov := c.ownerVerdict(rec.Owner)
 	sv := owner.Verdict{State: owner.Dead, Reason: "no subject process"}
 	if rec.Subject != nil {
-		sv = owner.Check(*rec.Subject)
+		sv = c.subjectVerdict(*rec.Subject)
 	}
 	e.SubjectAlive = sv.State == owner.Alive
 	switch ov.State {
