@@ -563,8 +563,13 @@ func (w *world) start(rn *nodeRunner, name string, release bool, args ...string)
 	if rn.reportArgs != nil {
 		args = append(rn.reportArgs(filepath.Join(r.sync, "report.json")), args...)
 	}
+	// The runners' own temp files (Vite's ssr dirs, Node's) go to a
+	// directory the test owns and removes: a SIGKILLed run cannot.
+	tmp := filepath.Join(r.sync, "tmp")
+	require.NoError(t, os.Mkdir(tmp, 0o700))
 	env = append(env,
 		w.marker(),
+		"TMPDIR="+tmp,
 		"OJ_E2E_SERVER="+serverBin,
 		"OJ_PW_SYNC="+r.sync,
 		"OJ_PW_OUTPUT="+filepath.Join(r.sync, "out"),

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -103,8 +104,16 @@ func hostileCgroupReplaced(h *hostile) bool {
 	g, err := hier.Create(name)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() {
-		g.Kill(h.t.Context())
-		g.Remove()
+		// Not t.Context(): it is cancelled before clean-ups run, and a
+		// cancelled Kill left the group (and the bait in it) behind.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := g.Kill(ctx); err != nil {
+			h.t.Errorf("kill cgroup %s: %v", g.Path(), err)
+		}
+		if err := g.Remove(); err != nil {
+			h.t.Errorf("remove cgroup %s: %v", g.Path(), err)
+		}
 		g.Close()
 	})
 	require.NoError(h.t, os.WriteFile(filepath.Join(g.Path(), "cgroup.procs"), []byte(strconv.Itoa(h.baitID.PID)), 0))
