@@ -320,7 +320,11 @@ func (g *Group) writeFile(name, value string) error {
 
 func (g *Group) readEvents() (map[string]string, error) {
 	data, err := g.readFile("cgroup.events")
-	if errors.Is(err, fs.ErrNotExist) {
+	// ENODEV: the file was opened, then the group was removed before the
+	// read (another participant ended the same group: run settling its
+	// own while a recoverer waits). A cgroup can only be removed once it
+	// is empty, so this is progress, like ENOENT.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
 		return nil, errGone
 	}
 	if err != nil {
