@@ -5,8 +5,12 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
+const { threadId } = require('node:worker_threads');
+
 function writeJSONAtomic(file, value) {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  // pid and thread: Vitest's threads pool runs two test files in one
+  // process, and both publish runner.json.
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${threadId}.tmp`);
   fs.writeFileSync(tmp, JSON.stringify(value) + '\n', { mode: 0o600 });
   fs.renameSync(tmp, file);
 }
