@@ -82,6 +82,8 @@ func ValidName(name string) bool {
 func DefaultBase() (string, error) {
 	base := filepath.Join(tmpBase, "ownerjournal-"+strconv.Itoa(geteuid()))
 	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		// By name, only to choose a base: nothing found here is trusted
+		// later; Open validates the whole path again by descriptor.
 		if fi, err := os.Lstat(x); err == nil && checkPrivateDir(x, fi) == nil {
 			base = filepath.Join(x, "ownerjournal")
 		}

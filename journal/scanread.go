@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ownerjournal/ownerjournal/internal/unixmode"
 )
 
 // ownDirOf opens a descriptor of its own on directory d (openat(2) of "."
@@ -50,7 +52,7 @@ func readRecordFile(dfd int, dir, name string, euid int) (b []byte, reason strin
 	perm := fs.FileMode(st.Mode & 0o777)
 	switch {
 	case uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG:
-		return nil, "is not a regular file (" + fileType(uint32(st.Mode)).String() + ")", false
+		return nil, "is not a regular file (" + unixmode.Type(uint32(st.Mode)).String() + ")", false
 	case int(st.Uid) != euid:
 		return nil, fmt.Sprintf("owned by uid %d, not %d", st.Uid, euid), false
 	case perm&0o022 != 0:
@@ -88,25 +90,6 @@ func readRecordFile(dfd int, dir, name string, euid int) (b []byte, reason strin
 func retryEINTR0(f func() error) error {
 	_, err := retryEINTR(func() (int, error) { return 0, f() })
 	return err
-}
-
-// fileType is the fs.FileMode type of a stat(2) mode.
-func fileType(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	}
-	return 0
 }
 
 // withFd runs fn with the raw descriptor of d, kept open meanwhile.

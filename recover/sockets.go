@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ownerjournal/ownerjournal/internal/unixmode"
 	"github.com/ownerjournal/ownerjournal/journal"
 	"github.com/ownerjournal/ownerjournal/owner"
 )
@@ -179,7 +180,7 @@ func pinSocket(root *journal.Root, name string) (*pinnedSocket, error) {
 	case st.Dev != dst.Dev || smnt != dmnt:
 		err = fmt.Errorf("socket %s: is on another mount (a bind mount?); never connected to, left in place", path)
 	case st.Mode&unix.S_IFMT != unix.S_IFSOCK:
-		err = fmt.Errorf("socket %s: not a socket (%v), left in place", path, typeOf(uint32(st.Mode)))
+		err = fmt.Errorf("socket %s: not a socket (%v), left in place", path, unixmode.Type(uint32(st.Mode)))
 	case int(st.Uid) != os.Geteuid():
 		err = fmt.Errorf("socket %s: not owned by uid %d, left in place", path, os.Geteuid())
 	case st.Nlink != 1:
@@ -191,24 +192,6 @@ func pinSocket(root *journal.Root, name string) (*pinnedSocket, error) {
 	}
 	ps.dev, ps.ino = uint64(st.Dev), uint64(st.Ino)
 	return ps, nil
-}
-
-// typeOf maps a st_mode file type to the fs.FileMode type bits, for
-// messages.
-func typeOf(mode uint32) fs.FileMode {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	}
-	return 0
 }
 
 // probe connects to the pinned socket (through its own descriptor) with a

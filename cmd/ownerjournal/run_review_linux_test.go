@@ -30,18 +30,12 @@ func TestRunWatchWaitFailureIsNotExit(t *testing.T) {
 
 // helperWatchWait: watchwait ROOT (see TestRunWatchWaitFailureIsNotExit).
 func helperWatchWait(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: watchwait ROOT")
-	}
-	r, err := openAt(args[0])
+	s, err := reviewSupervisor("watchwait", args)
 	if err != nil {
 		return err
 	}
+	r := s.root
 	defer r.Close()
-	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
-	if s.self, err = owner.Self(); err != nil {
-		return err
-	}
 	child := exec.Command("sleep", "1000")
 	if err := child.Start(); err != nil {
 		return err
@@ -149,21 +143,12 @@ func TestRunEndWithoutLeaderHandle(t *testing.T) {
 
 // helperEndNoLeader: endnoleader ROOT (see TestRunEndWithoutLeaderHandle).
 func helperEndNoLeader(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: endnoleader ROOT")
-	}
-	r, err := openAt(args[0])
+	s, err := reviewSupervisor("endnoleader", args)
 	if err != nil {
 		return err
 	}
+	r := s.root
 	defer r.Close()
-	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
-	if s.self, err = owner.Self(); err != nil {
-		return err
-	}
-	if s.cg, err = newContainment("off"); err != nil {
-		return err
-	}
 	s.cmd = exec.Command("sleep", "1000")
 	s.cmd.SysProcAttr = childAttr(s.cg)
 	if err := s.cmd.Start(); err != nil {
@@ -213,29 +198,15 @@ func TestRunFailClosedWithSurvivorsSaysSo(t *testing.T) {
 // helperFailSurvivor: failsurvivor ROOT (see
 // TestRunFailClosedWithSurvivorsSaysSo).
 func helperFailSurvivor(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: failsurvivor ROOT")
-	}
-	r, err := openAt(args[0])
+	s, err := reviewSupervisor("failsurvivor", args)
 	if err != nil {
 		return err
 	}
+	r := s.root
 	defer r.Close()
-	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
-	if s.self, err = owner.Self(); err != nil {
-		return err
-	}
-	if s.cg, err = newContainment("off"); err != nil {
-		return err
-	}
 	// CMD has exited and was reaped; a child of the supervisor lives on.
-	s.cmd = exec.Command("true")
-	if err := s.cmd.Run(); err != nil {
-		return err
-	}
-	s.cmdReaped.Store(true)
-	child := exec.Command("sleep", "1000")
-	if err := child.Start(); err != nil {
+	child, err := reapedCMDAndLiveChild(s)
+	if err != nil {
 		return err
 	}
 	defer child.Wait()
@@ -280,28 +251,14 @@ func TestRunSettleUnreadableWalkIsNotClean(t *testing.T) {
 // helperWalkEMFILE: walkemfile ROOT (see
 // TestRunSettleUnreadableWalkIsNotClean).
 func helperWalkEMFILE(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: walkemfile ROOT")
-	}
-	r, err := openAt(args[0])
+	s, err := reviewSupervisor("walkemfile", args)
 	if err != nil {
 		return err
 	}
+	r := s.root
 	defer r.Close()
-	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
-	if s.self, err = owner.Self(); err != nil {
-		return err
-	}
-	if s.cg, err = newContainment("off"); err != nil {
-		return err
-	}
-	s.cmd = exec.Command("true")
-	if err := s.cmd.Run(); err != nil {
-		return err
-	}
-	s.cmdReaped.Store(true)
-	child := exec.Command("sleep", "1000")
-	if err := child.Start(); err != nil {
+	child, err := reapedCMDAndLiveChild(s)
+	if err != nil {
 		return err
 	}
 	defer child.Wait()
@@ -329,4 +286,38 @@ func helperWalkEMFILE(args []string) error {
 		return fmt.Errorf("settle confirmed the end with pid %d alive and unseen", child.Process.Pid)
 	}
 	return nil
+}
+
+// reviewSupervisor opens the root named by args (exactly one, else a usage
+// error naming the helper) and makes a supervisor on it as run would, with
+// a 200 ms grace and no cgroup. The caller closes s.root.
+func reviewSupervisor(name string, args []string) (*supervisor, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("usage: %s ROOT", name)
+	}
+	r, err := openAt(args[0])
+	if err != nil {
+		return nil, err
+	}
+	s := &supervisor{c: &cli{stdout: os.Stdout, stderr: os.Stderr}, root: r, grace: 200 * time.Millisecond, known: map[int]*tracked{}, seen: map[int]uint64{}, jl: newJournalLog()}
+	if s.self, err = owner.Self(); err == nil {
+		s.cg, err = newContainment("off")
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// reapedCMDAndLiveChild sets s up as after CMD exited and was reaped while a
+// child of the supervisor lives on (the caller kills and waits for it).
+func reapedCMDAndLiveChild(s *supervisor) (*exec.Cmd, error) {
+	s.cmd = exec.Command("true")
+	if err := s.cmd.Run(); err != nil {
+		return nil, err
+	}
+	s.cmdReaped.Store(true)
+	child := exec.Command("sleep", "1000")
+	return child, child.Start()
 }
